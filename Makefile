@@ -1,0 +1,76 @@
+# Attention, Derived: every command a reader or CI needs. `make help` lists them.
+SHELL := /bin/bash
+PYTHON ?= python3.11
+VENV := .venv
+PY := $(VENV)/bin/python
+NB ?= chapters/*.ipynb
+TESTS ?= tests
+
+# One BLAS thread everywhere notebooks execute, are tested or benchmarked: printed numbers and
+# timings must not depend on how many cores a machine has. glibc's heap trimming makes every
+# training step page-fault; a high trim threshold removes that (measured: ~1.3x).
+export OMP_NUM_THREADS := 1
+export OPENBLAS_NUM_THREADS := 1
+export MKL_NUM_THREADS := 1
+export MALLOC_TRIM_THRESHOLD_ := 1073741824
+export PYTHONHASHSEED := 0
+export PYDEVD_DISABLE_FILE_VALIDATION := 1
+
+.PHONY: help install book test execute test-portable bench lint lock clean
+
+help:
+	@echo "make book           build the HTML book into _build/html (installs first)"
+	@echo "make test           pytest over tests/ and nbval over every notebook (NB=... for one)"
+	@echo "make execute        re-execute notebooks in place to refresh stored outputs (NB=...)"
+	@echo "make test-portable  nbval again under other BLAS / SIMD kernels"
+	@echo "make bench          side-by-side timing and memory ratios"
+	@echo "make lint           ruff over the package, tests, scripts, benchmarks and notebooks"
+	@echo "make clean          remove the build, the venv and node_modules"
+
+$(VENV)/.installed: requirements.txt pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -e .
+	touch $@
+
+node_modules/.installed: package.json package-lock.json
+	npm ci --no-audit --no-fund --loglevel=error
+	touch $@
+
+install: $(VENV)/.installed node_modules/.installed
+
+book: install
+	rm -rf _build/html
+	$(VENV)/bin/jupyter-book build --all -W --keep-going --path-output . .
+	test -f _build/html/_static/mathjax/tex-chtml.js || { echo "MathJax missing from the build"; exit 1; }
+	@echo "book: _build/html/index.html"
+
+test: install
+	$(PY) -m pytest $(TESTS) $(NB) --nbval --nbval-current-env \
+	    --nbval-sanitize-with scripts/nbval_sanitize.cfg $(PYTEST_ARGS)
+
+execute: install
+	$(PY) scripts/execute_notebooks.py $(NB)
+
+test-portable: install
+	$(PY) scripts/test_portable.py $(NB)
+
+bench: install
+	$(PY) benchmarks/run.py $(BENCH)
+
+lint: install
+	$(VENV)/bin/ruff check npformer tests scripts benchmarks chapters
+	$(VENV)/bin/ruff format --check npformer tests scripts benchmarks
+
+# Rebuild the full lock from requirements.in in a throwaway venv (maintainers only).
+lock:
+	rm -rf /tmp/npformer-lock && $(PYTHON) -m venv /tmp/npformer-lock
+	/tmp/npformer-lock/bin/pip install --quiet --upgrade pip
+	/tmp/npformer-lock/bin/pip install --quiet -r requirements.in
+	{ echo "# Full lock: pip freeze of a fresh venv built from requirements.in (Python 3.11, x86-64 Linux)."; \
+	  echo "# Regenerate: make lock"; \
+	  /tmp/npformer-lock/bin/pip freeze | sed -E 's/^(torch==[0-9.]+)\+cpu$$/\1/'; } > requirements.txt
+
+clean:
+	rm -rf _build $(VENV) node_modules .hypothesis

@@ -1,0 +1,102 @@
+"""Softmax and scaled dot-product attention.
+
+Taught in chapter 01 (``chapters/01_attention.ipynb``); the masked behaviour is discussed in
+chapter 03.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from npformer.validation import bool_mask, float_array, same_dtype
+
+
+def softmax(x, axis: int = -1) -> np.ndarray:
+    """Numerically stable softmax along ``axis``: exp(x - max) / sum(exp(x - max)).
+
+    Subtracting the maximum changes nothing mathematically (softmax is invariant to adding a
+    constant along the axis) and keeps ``exp`` from overflowing. Keeps the input's dtype.
+    """
+    x = float_array("softmax", "x", x)
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"softmax: axis {axis} is out of range for shape {x.shape}")
+    shifted = x - x.max(axis=axis, keepdims=True)
+    e = np.exp(shifted)
+    return e / e.sum(axis=axis, keepdims=True)
+
+
+def masked_softmax(scores, mask=None, axis: int = -1) -> np.ndarray:
+    """Softmax of ``scores`` along ``axis`` where only entries with ``mask`` True take part.
+
+    Masked entries get weight exactly zero. A slice whose entries are ALL masked gets all-zero
+    weights (the naive ``exp(-inf) / 0`` would give NaN): a query with nothing to attend to
+    reads nothing. ``mask`` must broadcast to ``scores.shape``.
+    """
+    scores = float_array("masked_softmax", "scores", scores)
+    if mask is None:
+        return softmax(scores, axis=axis)
+    mask = bool_mask("masked_softmax", mask, scores.shape, "scores of shape")
+    masked = np.where(mask, scores, -np.inf)
+    row_max = masked.max(axis=axis, keepdims=True)
+    row_max = np.where(np.isfinite(row_max), row_max, 0)       # all-masked rows: any finite shift
+    e = np.where(mask, np.exp(masked - row_max), 0).astype(scores.dtype, copy=False)
+    total = e.sum(axis=axis, keepdims=True)
+    return e / np.where(total > 0, total, 1)
+
+
+class AttentionCache(NamedTuple):
+    """What the backward pass of attention needs (chapter 06)."""
+
+    Q: np.ndarray
+    K: np.ndarray
+    V: np.ndarray
+    weights: np.ndarray        # (..., T, S) the softmax output P
+    scale: float               # the factor applied to Q K^T (1 / sqrt(d_h), or 1)
+
+
+def scaled_dot_product_attention(Q, K, V, mask=None, scale: bool = True):
+    """softmax(Q K^T / sqrt(d_h)) V over the keys; masked keys get zero weight.
+
+    Shapes: Q (..., T, d_h), K (..., S, d_h), V (..., S, d_v); the leading axes of Q and K/V
+    broadcast. ``mask`` is boolean, True = may attend, and broadcasts to (..., T, S): a causal
+    mask (T, S), a key padding mask (B, 1, 1, S), or their AND. A query whose keys are all masked
+    gets zero weights and a zero output. ``scale=False`` drops the 1/sqrt(d_h) (chapter 02).
+    All inputs share one floating dtype, which the outputs keep.
+
+    Returns (out (..., T, d_v), AttentionCache with ``weights`` (..., T, S)).
+    """
+    fn = "scaled_dot_product_attention"
+    Q = float_array(fn, "Q", Q, min_rank=2)
+    K = float_array(fn, "K", K, min_rank=2)
+    V = float_array(fn, "V", V, min_rank=2)
+    same_dtype(fn, Q=Q, K=K, V=V)
+    if Q.shape[-1] != K.shape[-1]:
+        raise ValueError(
+            f"{fn}: Q has shape {Q.shape} and K has shape {K.shape}: their last axes (d_h) "
+            f"must match"
+        )
+    if K.shape[:-1] != V.shape[:-1]:
+        raise ValueError(
+            f"{fn}: K has shape {K.shape} and V has shape {V.shape}: all but their last axes "
+            f"(..., S) must match"
+        )
+    try:
+        batch = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"{fn}: the leading axes of Q {Q.shape} and K {K.shape} do not broadcast"
+        ) from None
+    T, S = Q.shape[-2], K.shape[-2]
+
+    factor = 1.0 / math.sqrt(Q.shape[-1]) if scale else 1.0
+    scores = Q @ K.swapaxes(-1, -2)                            # (..., T, S)
+    if scale:
+        scores *= factor                                       # a Python float keeps float32
+    if mask is not None:
+        mask = bool_mask(fn, mask, batch + (T, S), "scores of shape")
+    weights = masked_softmax(scores, mask, axis=-1)            # (..., T, S) rows sum to 1 or 0
+    out = weights @ V                                          # (..., T, d_v)
+    return out, AttentionCache(Q, K, V, weights, factor)

@@ -1,0 +1,59 @@
+"""Input checks shared by the package's public functions.
+
+Every public function validates at its boundary and raises ``ValueError`` with a message that
+names the function and the offending shapes or dtypes, so that a wrong call fails loudly instead
+of broadcasting into a silently wrong answer.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def float_array(func: str, name: str, x, min_rank: int = 1) -> np.ndarray:
+    """Return ``x`` as a floating ndarray, or raise ValueError naming its dtype and shape."""
+    arr = np.asarray(x)
+    if not np.issubdtype(arr.dtype, np.floating):
+        raise ValueError(
+            f"{func}: {name} must be a floating array, got dtype {arr.dtype} "
+            f"with shape {arr.shape}"
+        )
+    if arr.ndim < min_rank:
+        raise ValueError(
+            f"{func}: {name} must have rank >= {min_rank}, got shape {arr.shape} "
+            f"(rank {arr.ndim})"
+        )
+    return arr
+
+
+def same_dtype(func: str, **arrays: np.ndarray) -> None:
+    """Raise ValueError unless every array has the same dtype (no silent promotion)."""
+    dtypes = {name: a.dtype for name, a in arrays.items()}
+    if len(set(dtypes.values())) > 1:
+        listed = ", ".join(f"{n} {d} {arrays[n].shape}" for n, d in dtypes.items())
+        raise ValueError(f"{func}: inputs must share one dtype, got {listed}")
+
+
+def bool_mask(func: str, mask, target_shape: tuple[int, ...], what: str) -> np.ndarray:
+    """Return ``mask`` as a bool array that broadcasts to ``target_shape``, or raise ValueError."""
+    m = np.asarray(mask)
+    if m.dtype != np.bool_:
+        raise ValueError(
+            f"{func}: mask must be boolean (True = may attend), got dtype {m.dtype} "
+            f"with shape {m.shape}"
+        )
+    try:
+        shape = np.broadcast_shapes(m.shape, target_shape)
+    except ValueError:
+        shape = None
+    if shape != tuple(target_shape):
+        raise ValueError(
+            f"{func}: mask of shape {m.shape} does not broadcast to {what} {tuple(target_shape)}"
+        )
+    return m
+
+
+def divisible(func: str, d: int, h: int, d_name: str = "d_model", h_name: str = "num_heads"):
+    """Raise ValueError unless ``d`` is a positive multiple of ``h``."""
+    if h <= 0 or d <= 0 or d % h != 0:
+        raise ValueError(f"{func}: {d_name}={d} must be a positive multiple of {h_name}={h}")

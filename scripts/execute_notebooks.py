@@ -1,0 +1,73 @@
+"""Re-execute notebooks in place so that their stored outputs are the code's outputs today.
+
+Usage: python scripts/execute_notebooks.py chapters/01_attention.ipynb [more.ipynb ...]
+
+Executes top to bottom in a fresh kernel of the current Python (the venv), through nbclient,
+without per-cell timestamps, so that a re-run with no code change leaves ``git diff`` empty.
+Prints each notebook's execution time and fails if it exceeds the budget in its metadata
+(``metadata.book.budget_seconds``) or if any cell raises.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbclient import NotebookClient
+
+ROOT = Path(__file__).resolve().parent.parent
+KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+
+
+def normalise(nb: nbformat.NotebookNode) -> None:
+    """Drop volatile metadata so that stored notebooks only change when outputs change."""
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)
+    nb.metadata.pop("widgets", None)
+    nb.metadata["language_info"] = {"name": "python"}
+    for cell in nb.cells:
+        cell.metadata.pop("execution", None)
+        cell.metadata.pop("ExecuteTime", None)
+        cell.metadata.pop("collapsed", None)
+        cell.metadata.pop("scrolled", None)
+        cell.pop("id", None)
+        if cell.cell_type == "code":
+            for out in cell.outputs:
+                out.get("metadata", {}).pop("execution", None)
+    nb.nbformat, nb.nbformat_minor = 4, 4
+
+
+def execute(path: Path) -> float:
+    nb = nbformat.read(path, as_version=4)
+    client = NotebookClient(
+        nb,
+        kernel_name="python3",
+        timeout=900,
+        record_timing=False,
+        resources={"metadata": {"path": str(path.parent)}},
+    )
+    start = time.perf_counter()
+    client.execute()
+    seconds = time.perf_counter() - start
+    normalise(nb)
+    nbformat.write(nb, path)
+    return seconds
+
+
+def main(argv: list[str]) -> int:
+    paths = [Path(p) for p in argv] or sorted((ROOT / "chapters").glob("*.ipynb"))
+    over = []
+    for path in paths:
+        seconds = execute(path)
+        budget = nbformat.read(path, as_version=4).metadata.get("book", {}).get("budget_seconds")
+        print(f"{path.name}: executed in {seconds:.1f} s (budget {budget} s)", flush=True)
+        if budget is not None and seconds > budget:
+            over.append(f"{path.name} took {seconds:.1f} s > budget {budget} s")
+    for line in over:
+        print("OVER BUDGET:", line)
+    return 1 if over else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
