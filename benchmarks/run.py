@@ -24,12 +24,20 @@ def machine_report() -> None:
     from threadpoolctl import threadpool_info
 
     print(f"python {platform.python_version()} numpy {np.__version__} on {platform.machine()}")
-    for key in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
-                "MALLOC_TRIM_THRESHOLD_", "OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES"):
+    for key in (
+        "OMP_NUM_THREADS",
+        "OPENBLAS_NUM_THREADS",
+        "MKL_NUM_THREADS",
+        "MALLOC_TRIM_THRESHOLD_",
+        "OPENBLAS_CORETYPE",
+        "NPY_DISABLE_CPU_FEATURES",
+    ):
         print(f"  {key}={os.environ.get(key, '(unset)')}")
     for pool in threadpool_info():
-        print(f"  {pool.get('internal_api')} {pool.get('version')} "
-              f"kernels={pool.get('architecture')} threads={pool.get('num_threads')}")
+        print(
+            f"  {pool.get('internal_api')} {pool.get('version')} "
+            f"kernels={pool.get('architecture')} threads={pool.get('num_threads')}"
+        )
 
 
 def main(argv: list[str]) -> int:

@@ -16,7 +16,7 @@ import nbformat
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
-INSTALL_CELL = '''\
+INSTALL_CELL = """\
 # Colab / Binder: install this book's package when it is missing; does nothing where it is installed.
 import importlib.util
 import subprocess
@@ -24,9 +24,9 @@ import sys
 
 REPOSITORY_URL = "{url}"
 if importlib.util.find_spec("npformer") is None:
-    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", f"git+{{REPOSITORY_URL}}"])'''
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", f"git+{{REPOSITORY_URL}}"])"""
 
-SETUP_CELL = '''\
+SETUP_CELL = """\
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -34,7 +34,7 @@ from npformer.plotting import use_book_style
 
 use_book_style()
 rng = np.random.default_rng(0)
-np.set_printoptions(precision=4, suppress=True)'''
+np.set_printoptions(precision=4, suppress=True)"""
 
 
 def repository_url() -> str:

@@ -33,19 +33,32 @@ def main(argv: list[str]) -> int:
     for name, extra in SETTINGS.items():
         env = dict(os.environ, NPFORMER_SKIP_BUDGETS="1", **extra)
         cmd = [
-            sys.executable, "-m", "pytest", "-q", "--nbval", "--nbval-current-env",
-            "--nbval-sanitize-with", str(ROOT / "scripts" / "nbval_sanitize.cfg"), *notebooks,
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "--nbval",
+            "--nbval-current-env",
+            "--nbval-sanitize-with",
+            str(ROOT / "scripts" / "nbval_sanitize.cfg"),
+            *notebooks,
         ]
-        log = open(ROOT / "_build" / f"portable-{name}.log", "w")  # noqa: SIM115
-        procs[name] = (subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT), log, time.perf_counter())
+        log = open(ROOT / "_build" / f"portable-{name}.log", "w")
+        procs[name] = (
+            subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT),
+            log,
+            time.perf_counter(),
+        )
     failed = []
     for name, (proc, log, start) in procs.items():
         code = proc.wait()
         log.close()
         text = (ROOT / "_build" / f"portable-{name}.log").read_text()
         summary = [line for line in text.splitlines() if line.strip()][-1:]
-        print(f"[{name}] {' '.join(f'{k}={v}' for k, v in SETTINGS[name].items())}: exit {code} "
-              f"in {time.perf_counter() - start:.0f} s: {summary[0] if summary else ''}")
+        print(
+            f"[{name}] {' '.join(f'{k}={v}' for k, v in SETTINGS[name].items())}: exit {code} "
+            f"in {time.perf_counter() - start:.0f} s: {summary[0] if summary else ''}"
+        )
         if code != 0:
             failed.append(name)
             print(text[-6000:])

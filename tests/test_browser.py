@@ -1,0 +1,110 @@
+"""The built book, opened in headless Chromium as a reader would, with no network.
+
+Builds the book into a temporary folder, serves it on localhost, and opens every chapter page.
+Per page: math is typeset by the local MathJax (no raw ``\\(`` left in the text); every image the
+page references exists in the build; notebook pages carry the Colab and Binder launch links.
+Skipped, with instructions, where Chromium is not installed (under CI a skip fails the run).
+"""
+
+from __future__ import annotations
+
+import functools
+import html
+import http.server
+import re
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+from tests.notebooks import CHAPTERS, ROOT
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--virtual-time-budget=10000",
+    "--dump-dom",
+]
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="headless Chromium not found: install it with `apt-get install -y chromium` "
+    "(Debian) to run the browser check",
+)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    out = tmp_path_factory.mktemp("book")
+    jb = Path(sys.executable).parent / "jupyter-book"
+    build = subprocess.run(
+        [str(jb), "build", "--all", "-W", "--keep-going", "--path-output", str(out), str(ROOT)],
+        capture_output=True,
+        text=True,
+    )
+    if build.returncode != 0:
+        pytest.fail(f"the book does not build cleanly:\n{(build.stdout + build.stderr)[-3000:]}")
+    root = out / "_build" / "html"
+    handler = functools.partial(QuietHandler, directory=str(root))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield root, f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+class QuietHandler(http.server.SimpleHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+
+def rendered(url: str, profile: Path) -> str:
+    result = subprocess.run(
+        [CHROMIUM, *FLAGS, f"--user-data-dir={profile}", url],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return result.stdout
+
+
+def visible_text(dom: str) -> str:
+    dom = re.sub(r"<(script|style|pre|code)\b.*?</\1>", " ", dom, flags=re.S | re.I)
+    return html.unescape(re.sub(r"<[^>]+>", " ", dom))
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_chapter_page_renders_offline(site, chapter, tmp_path):
+    root, base = site
+    page = root / "chapters" / f"{chapter.stem}.html"
+    assert page.exists(), f"{page.name} was not built"
+    dom = rendered(f"{base}/chapters/{page.name}", tmp_path / "profile")
+
+    text = visible_text(dom)
+    assert "\\(" not in text and "\\[" not in text, f"{page.name}: raw TeX left untypeset"
+    if 'class="math' in page.read_text():
+        assert "<mjx-container" in dom, f"{page.name}: MathJax did not typeset the math"
+
+    for src in re.findall(r'<img[^>]+src="([^"]+)"', dom):
+        parsed = urlparse(src)
+        if parsed.scheme == "data":
+            continue
+        if parsed.scheme in ("http", "https"):
+            assert parsed.netloc.startswith("127.0.0.1"), f"{page.name}: remote image {src}"
+            target = root / parsed.path.lstrip("/")
+        else:
+            target = (page.parent / parsed.path).resolve()
+        assert target.exists(), f"{page.name}: missing image {src}"
+
+    assert "colab.research.google.com/github/" in dom, f"{page.name}: no Colab launch link"
+    assert "mybinder.org" in dom, f"{page.name}: no Binder launch link"

@@ -1,0 +1,113 @@
+"""Notebook hygiene: every chapter is stored as one clean top-to-bottom run.
+
+Checked for every notebook in chapters/: executed top to bottom in one run; no error output and
+no traceback; nothing on stderr that looks like a warning; no machine paths or memory addresses
+in outputs; the hidden install cell first, naming the repository URL of _config.yml; an
+execution budget in the metadata; every ``nbval-ignore-output`` cell followed by an assertion
+of its claim; every chapter listed in _toc.yml. Prints the number of ignored cells per notebook.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+import yaml
+
+from tests.notebooks import CHAPTERS, ROOT, URL_LINE, code_cells, config, read, tags
+
+MACHINE_PATH = re.compile(r"(/work/|/tmp/|/root/|/home/|\.venv/|site-packages)")
+ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{6,}\b")
+ASSERTS = re.compile(r"\bassert\b|np\.testing\.|assert_allclose|assert_array")
+
+ids = [p.name for p in CHAPTERS]
+
+
+def output_text(out) -> str:
+    if "text" in out:
+        return "".join(out["text"])
+    data = out.get("data", {})
+    return "".join(data.get("text/plain", "")) + "".join(data.get("text/html", ""))
+
+
+def test_there_are_chapters():
+    assert CHAPTERS, "no notebooks in chapters/"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=ids)
+def test_executed_top_to_bottom_in_one_run(path):
+    counts = [c.execution_count for c in code_cells(read(path))]
+    assert counts == list(range(1, len(counts) + 1)), (
+        f"{path.name}: execution counts {counts}; run `make execute NB=chapters/{path.name}`"
+    )
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=ids)
+def test_outputs_are_clean(path):
+    problems = []
+    for i, cell in enumerate(read(path).cells):
+        for out in cell.get("outputs", []):
+            text = output_text(out)
+            if out["output_type"] == "error" or "Traceback" in text:
+                problems.append(f"cell {i}: error output")
+            if out.get("name") == "stderr":
+                problems.append(f"cell {i}: stderr output {text[:80]!r}")
+            if MACHINE_PATH.search(text):
+                problems.append(f"cell {i}: machine path {MACHINE_PATH.search(text).group(0)!r}")
+            if ADDRESS.search(text):
+                problems.append(f"cell {i}: memory address in output")
+    assert not problems, f"{path.name}: " + "; ".join(problems)
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=ids)
+def test_install_cell_comes_first_and_names_the_configured_url(path):
+    first = read(path).cells[0]
+    assert first.cell_type == "code" and "remove-cell" in tags(first), (
+        f"{path.name}: the first cell must be the install cell tagged remove-cell"
+    )
+    match = URL_LINE.search(first.source)
+    assert match, f"{path.name}: the install cell must define REPOSITORY_URL"
+    assert match.group(1) == config()["repository"]["url"], (
+        f"{path.name}: install cell URL {match.group(1)} differs from _config.yml; "
+        "run scripts/set_repository_url.py"
+    )
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=ids)
+def test_budget_is_declared(path):
+    budget = read(path).metadata.get("book", {}).get("budget_seconds")
+    assert isinstance(budget, int) and 0 < budget <= 300, f"{path.name}: budget {budget!r}"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=ids)
+def test_ignored_outputs_have_their_claim_asserted(path):
+    cells = read(path).cells
+    ignored, missing = 0, []
+    for i, cell in enumerate(cells):
+        if cell.cell_type != "code" or "nbval-ignore-output" not in tags(cell):
+            continue
+        ignored += 1
+        following = cells[i + 1].source if i + 1 < len(cells) else ""
+        if not (ASSERTS.search(cell.source) or ASSERTS.search(following)):
+            missing.append(i)
+    print(f"{path.name}: {ignored} nbval-ignore-output cell(s)")
+    assert not missing, f"{path.name}: ignored cells {missing} assert nothing here or next"
+
+
+def test_every_chapter_is_in_the_table_of_contents():
+    toc = yaml.safe_load((ROOT / "_toc.yml").read_text())
+    listed = set()
+
+    def walk(entries):
+        for entry in entries or []:
+            if "file" in entry:
+                listed.add(entry["file"])
+            walk(entry.get("chapters") or entry.get("sections"))
+            for part in entry.get("parts", []) if isinstance(entry, dict) else []:
+                walk(part.get("chapters"))
+
+    walk(toc.get("chapters"))
+    for part in toc.get("parts", []):
+        walk(part.get("chapters"))
+    missing = [p.name for p in CHAPTERS if f"chapters/{p.stem}" not in listed]
+    assert not missing, f"not in _toc.yml: {missing}"
