@@ -15,13 +15,11 @@ def float_array(func: str, name: str, x, min_rank: int = 1) -> np.ndarray:
     arr = np.asarray(x)
     if not np.issubdtype(arr.dtype, np.floating):
         raise ValueError(
-            f"{func}: {name} must be a floating array, got dtype {arr.dtype} "
-            f"with shape {arr.shape}"
+            f"{func}: {name} must be a floating array, got dtype {arr.dtype} with shape {arr.shape}"
         )
     if arr.ndim < min_rank:
         raise ValueError(
-            f"{func}: {name} must have rank >= {min_rank}, got shape {arr.shape} "
-            f"(rank {arr.ndim})"
+            f"{func}: {name} must have rank >= {min_rank}, got shape {arr.shape} (rank {arr.ndim})"
         )
     return arr
 

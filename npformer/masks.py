@@ -1,0 +1,116 @@
+"""Attention masks: causal, key padding, and their combination.
+
+Taught in chapter 03 (``chapters/03_masks.ipynb``). Every mask here is boolean with True meaning
+"this query may attend to this key"; the masking itself (``-inf`` before the softmax, never zeros
+after it) lives in :func:`npformer.attention.masked_softmax`.
+"""
+
+from __future__ import annotations
+
+import operator
+
+import numpy as np
+
+
+def _size(func: str, name: str, value) -> int:
+    """Return ``value`` as a positive int, or raise ValueError naming it."""
+    try:
+        as_int = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{func}: {name} must be an integer, got {value!r}") from None
+    if as_int <= 0:
+        raise ValueError(f"{func}: {name} must be positive, got {as_int}")
+    return as_int
+
+
+def causal_mask(T, S=None) -> np.ndarray:
+    """Boolean (T, S) mask: query i may attend to key j iff j <= i + (S - T).
+
+    With S == T (the default) this is the lower triangle including the diagonal. With S > T the
+    T queries are the LAST T positions of a key sequence of length S (what a KV cache needs):
+    query i sits at absolute position i + S - T and sees every key up to and including it.
+
+    Returns a bool array of shape (T, S), True = may attend.
+    """
+    fn = "causal_mask"
+    T = _size(fn, "T", T)
+    S = T if S is None else _size(fn, "S", S)
+    if S < T:
+        raise ValueError(
+            f"{fn}: S={S} keys is fewer than T={T} queries; the queries must be the last T of "
+            f"the S positions, so S >= T (shape (T, S) = ({T}, {S}))"
+        )
+    query_pos = np.arange(T)[:, None] + (S - T)  # (T, 1) absolute positions
+    key_pos = np.arange(S)[None, :]  # (1, S)
+    return key_pos <= query_pos  # (T, S)
+
+
+def padding_mask(lengths, S) -> np.ndarray:
+    """Boolean (B, S) mask of real tokens: entry (b, j) is True iff j < lengths[b].
+
+    ``lengths`` holds the true length of each of the B sequences of a batch padded to S
+    positions; every length must lie in [0, S]. Returns a bool array of shape (B, S).
+    """
+    fn = "padding_mask"
+    S = _size(fn, "S", S)
+    lengths = np.asarray(lengths)
+    if lengths.ndim != 1 or not np.issubdtype(lengths.dtype, np.integer):
+        raise ValueError(
+            f"{fn}: lengths must be a 1-D integer array of shape (B,), got dtype "
+            f"{lengths.dtype} with shape {lengths.shape}"
+        )
+    if lengths.size and (lengths.min() < 0 or lengths.max() > S):
+        raise ValueError(
+            f"{fn}: every length must lie in [0, S={S}], got lengths {lengths.tolist()} "
+            f"of shape {lengths.shape}"
+        )
+    return np.arange(S)[None, :] < lengths[:, None]  # (B, S)
+
+
+def key_padding_to_scores(pad) -> np.ndarray:
+    """View a (B, S) key padding mask as (B, 1, 1, S), which broadcasts against (B, h, T, S).
+
+    The padding mask is a property of the KEYS only: every head and every query of sequence b
+    ignores the same padded keys, hence the two singleton axes. Returns a view, not a copy.
+    """
+    fn = "key_padding_to_scores"
+    pad = np.asarray(pad)
+    if pad.dtype != np.bool_:
+        raise ValueError(
+            f"{fn}: pad must be boolean (True = real token), got dtype {pad.dtype} "
+            f"with shape {pad.shape}"
+        )
+    if pad.ndim != 2:
+        raise ValueError(f"{fn}: pad must have shape (B, S), got shape {pad.shape}")
+    return pad[:, None, None, :]  # (B, 1, 1, S)
+
+
+def combine_masks(*masks) -> np.ndarray | None:
+    """Logical AND of boolean masks with broadcasting; ``None`` entries are ignored.
+
+    A key is visible only if every mask allows it, e.g. causal (T, S) AND key padding
+    (B, 1, 1, S) gives (B, 1, T, S). Returns None when every entry is None (no masking).
+    """
+    fn = "combine_masks"
+    arrays = []
+    for k, m in enumerate(masks):
+        if m is None:
+            continue
+        m = np.asarray(m)
+        if m.dtype != np.bool_:
+            raise ValueError(
+                f"{fn}: mask {k} must be boolean (True = may attend), got dtype {m.dtype} "
+                f"with shape {m.shape}"
+            )
+        arrays.append(m)
+    if not arrays:
+        return None
+    try:
+        np.broadcast_shapes(*(m.shape for m in arrays))
+    except ValueError:
+        shapes = ", ".join(str(m.shape) for m in arrays)
+        raise ValueError(f"{fn}: masks of shapes {shapes} do not broadcast together") from None
+    out = arrays[0]
+    for m in arrays[1:]:
+        out = out & m  # broadcast shape
+    return out

@@ -1,0 +1,161 @@
+"""Multi-head attention: split the width into heads, attend in each, merge, project.
+
+Taught in chapter 04 (``chapters/04_multi_head.ipynb``).
+
+Weight convention of the book: a linear layer is ``x @ W + b`` with ``W`` of shape (d_in, d_out).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from npformer.attention import AttentionCache, scaled_dot_product_attention
+from npformer.validation import divisible, float_array, same_dtype
+
+#: The parameter names of one multi-head attention layer, in the order Q, K, V, output.
+WEIGHT_NAMES = ("W_q", "W_k", "W_v", "W_o")
+BIAS_NAMES = ("b_q", "b_k", "b_v", "b_o")
+
+
+def split_heads(X, num_heads: int) -> np.ndarray:
+    """Cut the last axis into ``num_heads`` heads of width d_h = d / h, one slice per head.
+
+    X[b, t, k * d_h + c] becomes out[b, k, t, c]: head k owns the contiguous columns
+    k d_h ... (k + 1) d_h - 1. Done as a reshape (B, T, h, d_h) THEN a transpose to
+    (B, h, T, d_h); reshaping straight to (B, h, T, d_h) mixes positions into heads.
+
+    Shapes: X (B, T, d) -> (B, h, T, d_h). Returns a view when possible.
+    """
+    fn = "split_heads"
+    X = float_array(fn, "X", X)
+    if X.ndim != 3:
+        raise ValueError(f"{fn}: X must have shape (B, T, d), got shape {X.shape}")
+    B, T, d = X.shape
+    divisible(fn, d, num_heads)
+    d_h = d // num_heads
+    X = X.reshape(B, T, num_heads, d_h)  # (B, T, h, d_h)
+    return X.transpose(0, 2, 1, 3)  # (B, h, T, d_h)
+
+
+def merge_heads(X) -> np.ndarray:
+    """The exact inverse of :func:`split_heads`: out[b, t, k * d_h + c] = X[b, k, t, c].
+
+    Transpose back to (B, T, h, d_h), then reshape to (B, T, h d_h) (a copy, since the
+    transposed array is not contiguous).
+
+    Shapes: X (B, h, T, d_h) -> (B, T, d) with d = h d_h.
+    """
+    fn = "merge_heads"
+    X = float_array(fn, "X", X)
+    if X.ndim != 4:
+        raise ValueError(f"{fn}: X must have shape (B, h, T, d_h), got shape {X.shape}")
+    B, h, T, d_h = X.shape
+    X = X.transpose(0, 2, 1, 3)  # (B, T, h, d_h)
+    return X.reshape(B, T, h * d_h)  # (B, T, d)
+
+
+def init_multi_head_params(d_model: int, rng: np.random.Generator, dtype=np.float64) -> dict:
+    """Random parameters of one multi-head attention layer (they do not depend on h).
+
+    W_q, W_k, W_v, W_o have shape (d, d) with entries N(0, 1/d), so that x @ W keeps the scale
+    of x; the biases b_q, b_k, b_v, b_o have shape (d,) and start at zero. The count is
+    4 d^2 weights + 4 d biases whatever the number of heads.
+
+    Returns a dict name -> array of ``dtype``.
+    """
+    fn = "init_multi_head_params"
+    if not isinstance(d_model, (int, np.integer)) or d_model <= 0:
+        raise ValueError(f"{fn}: d_model must be a positive integer, got {d_model!r}")
+    if not np.issubdtype(np.dtype(dtype), np.floating):
+        raise ValueError(f"{fn}: dtype must be floating, got {np.dtype(dtype)}")
+    std = 1.0 / math.sqrt(d_model)
+    params = {}
+    for name in WEIGHT_NAMES:
+        params[name] = (rng.standard_normal((d_model, d_model)) * std).astype(dtype)
+    for name in BIAS_NAMES:
+        params[name] = np.zeros(d_model, dtype=dtype)
+    return params
+
+
+class MultiHeadCache(NamedTuple):
+    """What a backward pass through multi-head attention needs (chapter 06)."""
+
+    X_q: np.ndarray  # (B, T, d) the queries' input
+    X_kv: np.ndarray  # (B, S, d) the keys' and values' input
+    Q: np.ndarray  # (B, h, T, d_h) projected and split
+    K: np.ndarray  # (B, h, S, d_h)
+    V: np.ndarray  # (B, h, S, d_h)
+    attention: AttentionCache  # per-head attention cache; .weights is (B, h, T, S)
+    merged: np.ndarray  # (B, T, d) the heads' outputs side by side, before W_o
+    num_heads: int
+
+
+def _check_params(fn: str, params, d: int, dtype) -> None:
+    for name, shape in [(n, (d, d)) for n in WEIGHT_NAMES] + [(n, (d,)) for n in BIAS_NAMES]:
+        if name not in params:
+            raise ValueError(f"{fn}: params lacks {name!r} (expected shape {shape})")
+        p = np.asarray(params[name])
+        if p.shape != shape:
+            raise ValueError(
+                f"{fn}: params[{name!r}] has shape {p.shape}, expected {shape} for d_model={d}"
+            )
+        if p.dtype != dtype:
+            raise ValueError(
+                f"{fn}: params[{name!r}] has dtype {p.dtype} and shape {p.shape}, but the "
+                f"inputs are {dtype}"
+            )
+
+
+def multi_head_attention(X_q, X_kv, params, num_heads: int, mask=None, scale: bool = True):
+    """Multi-head attention: concat_k(attention(X_q W_q^k, X_kv W_k^k, X_kv W_v^k)) W_o + b_o.
+
+    Q = X_q W_q + b_q, K = X_kv W_k + b_k, V = X_kv W_v + b_v, each split into h heads of
+    width d_h = d / h; each head runs scaled dot-product attention on its own slice; the h
+    outputs are merged side by side and projected by W_o. Self-attention is X_q = X_kv.
+
+    Shapes: X_q (B, T, d), X_kv (B, S, d), params as in :func:`init_multi_head_params`;
+    ``mask`` is boolean (True = may attend) and broadcasts to (B, h, T, S): a (T, S) causal
+    mask or a (B, 1, 1, S) key padding mask both work.
+
+    Returns (out (B, T, d), MultiHeadCache) with the weights in ``cache.attention.weights``
+    (B, h, T, S).
+    """
+    fn = "multi_head_attention"
+    X_q = float_array(fn, "X_q", X_q)
+    X_kv = float_array(fn, "X_kv", X_kv)
+    if X_q.ndim != 3 or X_kv.ndim != 3:
+        raise ValueError(
+            f"{fn}: X_q must be (B, T, d) and X_kv (B, S, d), got shapes {X_q.shape} and "
+            f"{X_kv.shape}"
+        )
+    if X_q.shape[0] != X_kv.shape[0] or X_q.shape[2] != X_kv.shape[2]:
+        raise ValueError(
+            f"{fn}: X_q of shape {X_q.shape} and X_kv of shape {X_kv.shape} must agree on B and d"
+        )
+    same_dtype(fn, X_q=X_q, X_kv=X_kv)
+    B, T, d = X_q.shape
+    S = X_kv.shape[1]
+    divisible(fn, d, num_heads)
+    _check_params(fn, params, d, X_q.dtype)
+    if mask is not None:
+        m = np.asarray(mask)
+        try:
+            ok = np.broadcast_shapes(m.shape, (B, num_heads, T, S)) == (B, num_heads, T, S)
+        except ValueError:
+            ok = False
+        if not ok or m.dtype != np.bool_:
+            raise ValueError(
+                f"{fn}: mask must be boolean and broadcast to (B, h, T, S) = "
+                f"{(B, num_heads, T, S)}, got dtype {m.dtype} with shape {m.shape}"
+            )
+
+    Q = split_heads(X_q @ params["W_q"] + params["b_q"], num_heads)  # (B, h, T, d_h)
+    K = split_heads(X_kv @ params["W_k"] + params["b_k"], num_heads)  # (B, h, S, d_h)
+    V = split_heads(X_kv @ params["W_v"] + params["b_v"], num_heads)  # (B, h, S, d_h)
+    heads, att_cache = scaled_dot_product_attention(Q, K, V, mask=mask, scale=scale)
+    merged = merge_heads(heads)  # (B, T, d)
+    out = merged @ params["W_o"] + params["b_o"]  # (B, T, d)
+    return out, MultiHeadCache(X_q, X_kv, Q, K, V, att_cache, merged, num_heads)

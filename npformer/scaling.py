@@ -1,0 +1,129 @@
+"""Why attention divides by sqrt(d_k): softmax Jacobian, entropy, sensitivity, a measurement.
+
+Taught in chapter 02 (``chapters/02_scaling.ipynb``). The dot product of two vectors with d_k
+independent unit-variance components has variance d_k; without the 1/sqrt(d_k) the softmax
+saturates as d_k grows, and the trace of its Jacobian (the "sensitivity") collapses.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from typing import NamedTuple
+
+import numpy as np
+
+from npformer.attention import softmax
+from npformer.validation import float_array
+
+
+def softmax_jacobian(p) -> np.ndarray:
+    """Jacobian of the softmax along the last axis, from its output p: J = diag(p) - p p^T.
+
+    Entry (i, j) is dp_i/ds_j = p_i (delta_ij - p_j). Shapes: p (..., S) -> J (..., S, S).
+    J is symmetric and each of its rows sums to zero (the weights always sum to one).
+    """
+    p = float_array("softmax_jacobian", "p", p, min_rank=1)
+    outer = p[..., :, None] * p[..., None, :]  # (..., S, S)  p_i p_j
+    diag = p[..., :, None] * np.eye(p.shape[-1], dtype=p.dtype)  # (..., S, S)  p_i delta_ij
+    return diag - outer
+
+
+def entropy(p) -> np.ndarray:
+    """Shannon entropy of each distribution along the last axis: H = -sum_j p_j ln p_j.
+
+    Uses 0 ln 0 = 0, so weights that underflowed to zero are fine. 0 <= H <= ln S, with ln S
+    for the uniform distribution. Shapes: p (..., S) -> (...).
+    """
+    p = float_array("entropy", "p", p, min_rank=1)
+    safe = np.where(p > 0, p, 1)  # ln 1 = 0 where p == 0
+    return 0.0 - (p * np.log(safe)).sum(axis=-1)  # (...); 0.0 - x keeps one-hot rows at +0.0
+
+
+def sensitivity(p) -> np.ndarray:
+    """Trace of the softmax Jacobian for each distribution along the last axis.
+
+    sum_j dp_j/ds_j = sum_j p_j (1 - p_j) = 1 - sum_j p_j^2 (when p sums to one). It is 0 for a
+    one-hot p (the softmax no longer responds to its scores) and at most 1 - 1/S, reached by
+    the uniform distribution. Shapes: p (..., S) -> (...).
+    """
+    p = float_array("sensitivity", "p", p, min_rank=1)
+    return (p * (1.0 - p)).sum(axis=-1)  # (...)
+
+
+class ScalingStats(NamedTuple):
+    """What :func:`measure_scaling` reports for one (d_k, scale) pair (means over all rows)."""
+
+    d_k: int
+    scale: bool
+    score_variance: float  # Var(q . k) of the raw dot products (before any scaling)
+    score_sd: float  # standard deviation of the scores that enter the softmax
+    max_weight: float  # mean over rows of the largest weight
+    entropy: float  # mean over rows of the entropy of the weights
+    sensitivity: float  # mean over rows of the trace of the softmax Jacobian
+
+
+def _positive_int(func: str, name: str, value) -> int:
+    try:
+        as_int = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{func}: {name} must be an integer, got {value!r}") from None
+    if as_int <= 0:
+        raise ValueError(f"{func}: {name} must be positive, got {as_int}")
+    return as_int
+
+
+def score_statistics(Q, K, scale: bool) -> ScalingStats:
+    """Statistics of the scores Q K^T (divided by sqrt(d_k) when ``scale``) and their softmax.
+
+    Shapes: Q (..., T, d_k), K (..., S, d_k) with broadcasting leading axes. The softmax runs
+    over the S keys of each row; the weight statistics are means over all rows, the score
+    statistics are over all entries. Returns a :class:`ScalingStats`.
+    """
+    fn = "score_statistics"
+    Q = float_array(fn, "Q", Q, min_rank=2)
+    K = float_array(fn, "K", K, min_rank=2)
+    if Q.shape[-1] != K.shape[-1]:
+        raise ValueError(
+            f"{fn}: Q has shape {Q.shape} and K has shape {K.shape}: their last axes (d_k) "
+            f"must match"
+        )
+    try:
+        np.broadcast_shapes(Q.shape[:-2], K.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"{fn}: the leading axes of Q {Q.shape} and K {K.shape} do not broadcast"
+        ) from None
+    d_k = Q.shape[-1]
+    raw = Q @ K.swapaxes(-1, -2)  # (..., T, S)
+    scores = raw / math.sqrt(d_k) if scale else raw  # (..., T, S)
+    weights = softmax(scores, axis=-1)  # (..., T, S)
+    return ScalingStats(
+        d_k=d_k,
+        scale=bool(scale),
+        score_variance=float(raw.var()),
+        score_sd=float(scores.std()),
+        max_weight=float(weights.max(axis=-1).mean()),
+        entropy=float(entropy(weights).mean()),
+        sensitivity=float(sensitivity(weights).mean()),
+    )
+
+
+def measure_scaling(d_k, scale: bool, seed: int, T: int = 64, repetitions: int = 400):
+    """Score and weight statistics of random attention, with or without the 1/sqrt(d_k).
+
+    Draws Q and K of shape (repetitions, T, d_k) with independent N(0, 1) components (Q first,
+    then K, from ``np.random.default_rng(seed)``) and returns
+    ``score_statistics(Q, K, scale)``: T queries against T keys, means over the
+    repetitions * T rows, all in float64.
+
+    Returns a :class:`ScalingStats`.
+    """
+    fn = "measure_scaling"
+    d_k = _positive_int(fn, "d_k", d_k)
+    T = _positive_int(fn, "T", T)
+    repetitions = _positive_int(fn, "repetitions", repetitions)
+    rng = np.random.default_rng(seed)
+    Q = rng.normal(size=(repetitions, T, d_k))  # (r, T, d_k)
+    K = rng.normal(size=(repetitions, T, d_k))  # (r, S = T, d_k)
+    return score_statistics(Q, K, scale)

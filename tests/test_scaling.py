@@ -1,0 +1,181 @@
+"""Tests for npformer.scaling: the softmax Jacobian, entropy, sensitivity and the measurement."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from npformer.attention import softmax
+from npformer.scaling import (
+    ScalingStats,
+    entropy,
+    measure_scaling,
+    score_statistics,
+    sensitivity,
+    softmax_jacobian,
+)
+
+shapes = st.lists(st.integers(1, 4), min_size=0, max_size=2)  # leading axes
+widths = st.integers(1, 9)  # S
+seeds = st.integers(0, 2**32 - 1)
+temperatures = st.sampled_from([0.1, 1.0, 5.0, 30.0])
+
+
+def random_weights(lead, S, seed, temperature):
+    rng = np.random.default_rng(seed)
+    return softmax(rng.normal(size=(*lead, S)) * temperature)  # (..., S)
+
+
+@given(lead=shapes, S=widths, seed=seeds)
+def test_jacobian_matches_central_differences(lead, S, seed):
+    rng = np.random.default_rng(seed)
+    s = rng.normal(size=(*lead, S))  # (..., S)
+    J = softmax_jacobian(softmax(s))  # (..., S, S)
+    eps = 1e-6
+    for j in range(S):
+        step = np.zeros(S)
+        step[j] = eps
+        column = (softmax(s + step) - softmax(s - step)) / (2 * eps)  # (..., S)
+        np.testing.assert_allclose(J[..., :, j], column, rtol=0, atol=1e-8)
+
+
+@given(lead=shapes, S=widths, seed=seeds, temperature=temperatures)
+def test_jacobian_is_symmetric_with_zero_row_sums(lead, S, seed, temperature):
+    p = random_weights(lead, S, seed, temperature)
+    J = softmax_jacobian(p)
+    assert J.shape == (*lead, S, S)
+    np.testing.assert_array_equal(J, np.swapaxes(J, -1, -2))
+    np.testing.assert_allclose(J.sum(axis=-1), 0, atol=1e-15)
+
+
+@given(lead=shapes, S=widths, seed=seeds, temperature=temperatures)
+def test_sensitivity_is_the_trace_and_obeys_its_bounds(lead, S, seed, temperature):
+    p = random_weights(lead, S, seed, temperature)
+    sens = sensitivity(p)
+    assert sens.shape == tuple(lead)
+    np.testing.assert_allclose(sens, np.trace(softmax_jacobian(p), axis1=-2, axis2=-1), atol=1e-15)
+    np.testing.assert_allclose(sens, 1 - (p**2).sum(axis=-1), atol=1e-14)
+    assert np.all(sens >= 0)
+    assert np.all(sens <= 1 - 1 / S + 1e-15)
+    assert np.all(sens <= 2 * (1 - p.max(axis=-1)) + 1e-15)
+
+
+@given(lead=shapes, S=widths, seed=seeds, temperature=temperatures)
+def test_entropy_lies_between_zero_and_log_S(lead, S, seed, temperature):
+    p = random_weights(lead, S, seed, temperature)
+    H = entropy(p)
+    assert H.shape == tuple(lead)
+    assert np.all(H >= 0)
+    assert np.all(H <= math.log(S) + 1e-12)
+
+
+@pytest.mark.parametrize("S", [1, 2, 64])
+def test_extremes_uniform_and_one_hot(S):
+    uniform, one_hot = np.full(S, 1 / S), np.eye(S)[0]
+    np.testing.assert_allclose(entropy(uniform), math.log(S), atol=1e-14)
+    np.testing.assert_allclose(sensitivity(uniform), 1 - 1 / S, atol=1e-15)
+    assert entropy(one_hot) == 0 and not np.signbit(entropy(one_hot))
+    assert sensitivity(one_hot) == 0
+
+
+def test_entropy_treats_zero_weights_as_zero_terms():
+    p = np.array([0.5, 0.5, 0.0, 0.0])
+    np.testing.assert_allclose(entropy(p), math.log(2), rtol=1e-15)
+    assert np.isfinite(entropy(np.array([1.0, 0.0])))
+
+
+def test_functions_keep_float32():
+    p = np.full((2, 4), 0.25, dtype=np.float32)
+    assert softmax_jacobian(p).dtype == np.float32
+    assert entropy(p).dtype == np.float32
+    assert sensitivity(p).dtype == np.float32
+
+
+def test_measure_scaling_is_deterministic_and_consistent():
+    a = measure_scaling(16, False, seed=3, T=8, repetitions=50)
+    b = measure_scaling(16, False, seed=3, T=8, repetitions=50)
+    c = measure_scaling(16, True, seed=3, T=8, repetitions=50)
+    assert isinstance(a, ScalingStats) and a == b
+    assert (a.d_k, a.scale, c.scale) == (16, False, True)
+    assert a.score_variance == c.score_variance  # same draws, raw scores
+    np.testing.assert_allclose(a.score_sd, 4 * c.score_sd, rtol=1e-12)
+    assert 1 / 8 <= c.max_weight <= a.max_weight <= 1
+    assert a.sensitivity < c.sensitivity <= 1 - 1 / 8
+    assert a.entropy < c.entropy <= math.log(8)
+
+
+@pytest.mark.parametrize("d_k", [4, 64])
+def test_measure_scaling_variance_is_d_k(d_k):
+    st_raw = measure_scaling(d_k, False, seed=11, T=16, repetitions=200)
+    st_scaled = measure_scaling(d_k, True, seed=11, T=16, repetitions=200)
+    # 51 200 products-sums: the sample variance is within a few percent of d_k
+    assert abs(st_raw.score_variance / d_k - 1) < 0.05
+    assert abs(st_scaled.score_sd - 1) < 0.03
+
+
+def test_measure_scaling_reproduces_the_source_table_row():
+    st_raw = measure_scaling(8, False, seed=108)
+    assert round(st_raw.score_variance, 2) == 7.98
+    assert round(st_raw.max_weight, 4) == 0.4240
+    assert round(st_raw.sensitivity, 4) == 0.7203
+
+
+# ----- bad inputs -----
+
+
+@pytest.mark.parametrize("func", [softmax_jacobian, entropy, sensitivity])
+def test_scalar_input_is_rejected_with_its_shape(func):
+    with pytest.raises(ValueError, match=r"rank >= 1, got shape \(\)"):
+        func(np.float64(0.5))
+
+
+@pytest.mark.parametrize("func", [softmax_jacobian, entropy, sensitivity])
+def test_integer_input_is_rejected_with_dtype_and_shape(func):
+    with pytest.raises(ValueError, match=rf"{func.__name__}: p must be a floating.*int.*\(2, 3\)"):
+        func(np.ones((2, 3), dtype=int))
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"d_k": 0}, r"measure_scaling: d_k must be positive, got 0"),
+        ({"d_k": 2.5}, r"measure_scaling: d_k must be an integer, got 2.5"),
+        ({"T": -1}, r"measure_scaling: T must be positive, got -1"),
+        ({"repetitions": 0}, r"measure_scaling: repetitions must be positive, got 0"),
+    ],
+)
+def test_measure_scaling_rejects_bad_sizes(kwargs, match):
+    args = {"d_k": 8, "scale": True, "seed": 0, "T": 4, "repetitions": 2} | kwargs
+    with pytest.raises(ValueError, match=match):
+        measure_scaling(**args)
+
+
+@pytest.mark.parametrize("scale", [False, True])
+def test_measure_scaling_is_score_statistics_of_its_draw(scale):
+    rng = np.random.default_rng(5)
+    Q = rng.normal(size=(30, 8, 6))
+    K = rng.normal(size=(30, 8, 6))
+    assert measure_scaling(6, scale, seed=5, T=8, repetitions=30) == score_statistics(Q, K, scale)
+
+
+def test_score_statistics_broadcasts_leading_axes():
+    rng = np.random.default_rng(0)
+    Q, K = rng.normal(size=(3, 4, 5)), rng.normal(size=(1, 6, 5))
+    stats = score_statistics(Q, K, True)
+    same = score_statistics(Q, np.broadcast_to(K, (3, 6, 5)), True)
+    assert stats == same and stats.d_k == 5
+
+
+@pytest.mark.parametrize(
+    "Q_shape, K_shape, match",
+    [
+        ((4, 5), (6, 3), r"score_statistics: Q has shape \(4, 5\) and K has shape \(6, 3\)"),
+        ((2, 4, 5), (3, 6, 5), r"leading axes of Q \(2, 4, 5\) and K \(3, 6, 5\) do not"),
+        ((5,), (6, 5), r"score_statistics: Q must have rank >= 2, got shape \(5,\)"),
+    ],
+)
+def test_score_statistics_rejects_bad_shapes(Q_shape, K_shape, match):
+    with pytest.raises(ValueError, match=match):
+        score_statistics(np.ones(Q_shape), np.ones(K_shape), True)
