@@ -111,3 +111,25 @@ def test_every_chapter_is_in_the_table_of_contents():
         walk(part.get("chapters"))
     missing = [p.name for p in CHAPTERS if f"chapters/{p.stem}" not in listed]
     assert not missing, f"not in _toc.yml: {missing}"
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=ids)
+def test_every_figure_has_a_caption_and_alt_text(path):
+    missing = []
+    for i, cell in enumerate(read(path).cells):
+        has_image = any("image/png" in out.get("data", {}) for out in cell.get("outputs", []))
+        if not has_image:
+            continue
+        meta = cell.metadata.get("mystnb", {})
+        if not meta.get("figure", {}).get("caption") or not meta.get("image", {}).get("alt"):
+            missing.append(i)
+    assert not missing, f"{path.name}: figure cells {missing} lack mystnb figure caption or alt"
+
+
+@pytest.mark.parametrize("path", CHAPTERS[:-1], ids=ids[:-1])
+def test_every_chapter_links_to_the_next(path):
+    following = CHAPTERS[CHAPTERS.index(path) + 1]
+    prose = "".join(c.source for c in read(path).cells if c.cell_type == "markdown")
+    assert f"({following.name})" in prose or f"({following.stem}" in prose, (
+        f"{path.name} does not link to the next chapter, {following.name}"
+    )
