@@ -21,6 +21,27 @@ ROOT = Path(__file__).resolve().parent.parent
 KERNELSPEC = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
 
 
+def merge_streams(outputs: list) -> list:
+    """Join adjacent stream outputs of the same name.
+
+    The kernel may split one ``print`` into several stream messages depending on timing; nbval
+    compares the joined text anyway, but the stored JSON would change from run to run.
+    """
+    merged: list = []
+    for out in outputs:
+        prev = merged[-1] if merged else None
+        if (
+            out.get("output_type") == "stream"
+            and prev is not None
+            and prev.get("output_type") == "stream"
+            and prev.get("name") == out.get("name")
+        ):
+            prev["text"] = "".join(prev["text"]) + "".join(out["text"])
+        else:
+            merged.append(out)
+    return merged
+
+
 def normalise(nb: nbformat.NotebookNode) -> None:
     """Drop volatile metadata so that stored notebooks only change when outputs change."""
     nb.metadata["kernelspec"] = dict(KERNELSPEC)
@@ -33,6 +54,7 @@ def normalise(nb: nbformat.NotebookNode) -> None:
         cell.metadata.pop("scrolled", None)
         cell.pop("id", None)
         if cell.cell_type == "code":
+            cell.outputs = merge_streams(cell.outputs)
             for out in cell.outputs:
                 out.get("metadata", {}).pop("execution", None)
     nb.nbformat, nb.nbformat_minor = 4, 4
