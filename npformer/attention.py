@@ -1,7 +1,8 @@
 """Softmax and scaled dot-product attention.
 
 Taught in chapter 01 (``chapters/01_attention.ipynb``); the masked behaviour is discussed in
-chapter 03.
+chapter 03; the backward pass (``scaled_dot_product_attention_backward``) is taught in chapter 06
+(``chapters/06_block.ipynb``).
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def masked_softmax(scores, mask=None, axis: int = -1) -> np.ndarray:
     mask = bool_mask("masked_softmax", mask, scores.shape, "scores of shape")
     masked = np.where(mask, scores, -np.inf)
     row_max = masked.max(axis=axis, keepdims=True)
-    row_max = np.where(np.isfinite(row_max), row_max, 0)       # all-masked rows: any finite shift
+    row_max = np.where(np.isfinite(row_max), row_max, 0)  # all-masked rows: any finite shift
     e = np.where(mask, np.exp(masked - row_max), 0).astype(scores.dtype, copy=False)
     total = e.sum(axis=axis, keepdims=True)
     return e / np.where(total > 0, total, 1)
@@ -53,8 +54,8 @@ class AttentionCache(NamedTuple):
     Q: np.ndarray
     K: np.ndarray
     V: np.ndarray
-    weights: np.ndarray        # (..., T, S) the softmax output P
-    scale: float               # the factor applied to Q K^T (1 / sqrt(d_h), or 1)
+    weights: np.ndarray  # (..., T, S) the softmax output P
+    scale: float  # the factor applied to Q K^T (1 / sqrt(d_h), or 1)
 
 
 def scaled_dot_product_attention(Q, K, V, mask=None, scale: bool = True):
@@ -92,11 +93,55 @@ def scaled_dot_product_attention(Q, K, V, mask=None, scale: bool = True):
     T, S = Q.shape[-2], K.shape[-2]
 
     factor = 1.0 / math.sqrt(Q.shape[-1]) if scale else 1.0
-    scores = Q @ K.swapaxes(-1, -2)                            # (..., T, S)
+    scores = Q @ K.swapaxes(-1, -2)  # (..., T, S)
     if scale:
-        scores *= factor                                       # a Python float keeps float32
+        scores *= factor  # a Python float keeps float32
     if mask is not None:
         mask = bool_mask(fn, mask, batch + (T, S), "scores of shape")
-    weights = masked_softmax(scores, mask, axis=-1)            # (..., T, S) rows sum to 1 or 0
-    out = weights @ V                                          # (..., T, d_v)
+    weights = masked_softmax(scores, mask, axis=-1)  # (..., T, S) rows sum to 1 or 0
+    out = weights @ V  # (..., T, d_v)
     return out, AttentionCache(Q, K, V, weights, factor)
+
+
+def _sum_to_shape(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Sum ``x`` over the axes that broadcasting added or stretched, so that it has ``shape``."""
+    if x.shape == shape:
+        return x
+    lead = x.ndim - len(shape)
+    x = x.sum(axis=tuple(range(lead))) if lead else x
+    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and x.shape[i] != 1)
+    return x.sum(axis=stretched, keepdims=True) if stretched else x
+
+
+def scaled_dot_product_attention_backward(d_out, cache: AttentionCache):
+    """Gradients of ``scaled_dot_product_attention`` with respect to Q, K and V.
+
+    With P the attention weights, c the scale and dO = d_out:
+        dV = P^T dO,   dP = dO V^T,   dS = P * (dP - rowsum(dP * P)),
+        dQ = c dS K,   dK = c dS^T Q.
+    The third line is the softmax Jacobian p_i (delta_ij - p_j) applied row by row; where the
+    mask made P = 0, dS is 0 too, so masked keys receive no gradient. When the leading axes of
+    Q and K/V were broadcast in the forward pass, the gradients are summed back to their shapes.
+    Shapes: d_out (..., T, d_v). Returns (dQ like Q, dK like K, dV like V).
+    """
+    fn = "scaled_dot_product_attention_backward"
+    d_out = float_array(fn, "d_out", d_out, min_rank=2)
+    Q, K, V, P, factor = cache
+    expected = P.shape[:-1] + (V.shape[-1],)
+    if d_out.shape != expected:
+        raise ValueError(
+            f"{fn}: d_out has shape {d_out.shape} but the forward output had shape {expected} "
+            f"(weights {P.shape}, V {V.shape})"
+        )
+    same_dtype(fn, d_out=d_out, Q=Q)
+    dV = P.swapaxes(-1, -2) @ d_out  # (..., S, d_v)
+    dP = d_out @ V.swapaxes(-1, -2)  # (..., T, S)
+    row = np.einsum("...ts,...ts->...t", dP, P)[..., None]  # (..., T, 1) rowsum(dP * P)
+    dS = dP  # reuse the buffer
+    dS -= row
+    dS *= P  # (..., T, S)
+    if factor != 1.0:
+        dS *= factor
+    dQ = dS @ K  # (..., T, d_h)
+    dK = dS.swapaxes(-1, -2) @ Q  # (..., S, d_h)
+    return _sum_to_shape(dQ, Q.shape), _sum_to_shape(dK, K.shape), _sum_to_shape(dV, V.shape)

@@ -1,0 +1,527 @@
+"""The decoder-only Transformer with learned positions: forward, masked loss, backward.
+
+Taught in chapter 06 (``chapters/06_block.ipynb``), which checks its hand-written backward pass
+three ways (central differences, torch autograd, side-by-side training); trained in chapters 10
+and 11.
+
+The model: token embedding + learned position table, ``num_layers`` blocks (pre-LN
+x + f(LN(x)) or post-LN LN(x + f(x))), each a causal multi-head self-attention and a
+position-wise feed-forward network, an optional final layer norm and an untied output layer
+with bias. Parameters live in a flat dict name -> array (``init_params``), packed in one buffer
+(``npformer.optim.pack``), so ``sum(p.size for p in params.values())`` is exactly what the
+optimizer updates. Everything keeps the parameters' dtype: float64 for gradient checks, float32
+for fast training.
+
+The three projections Q, K, V are stored side by side as one (d, 3d) matrix ``W_qkv`` (columns
+[Q | K | V], head k owning columns k d_h ... (k + 1) d_h - 1 of each part): the same
+parameters as three (d, d) matrices, computed with one matrix product instead of three.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from npformer.attention import masked_softmax
+from npformer.block import (
+    ACTIVATIONS,
+    _feed_forward,
+    _feed_forward_backward,
+    _layer_norm,
+    _layer_norm_backward,
+    _max_last,
+    _ones,
+    _sum_last,
+    _sum_rows,
+    feed_forward_num_params,
+)
+from npformer.optim import pack, zeros_like_packed
+from npformer.validation import bool_mask, divisible
+
+LN_PLACEMENTS = ("pre", "post")
+
+
+@dataclass(frozen=True)
+class DecoderConfig:
+    """Hyper-parameters of the decoder-only model.
+
+    ``max_len`` is the number of rows of the learned position table (sequences may be shorter);
+    ``ln`` is "pre" (x + f(LN(x))) or "post" (LN(x + f(x))); ``scale`` divides the attention
+    scores by sqrt(d_h); ``activation`` is "relu", "gelu" or "swiglu"; ``positions=False``
+    drops the position table (an ablation); ``final_ln`` adds a layer norm before the output.
+    """
+
+    vocab_size: int
+    d_model: int
+    num_heads: int
+    num_layers: int
+    d_ff: int
+    max_len: int
+    ln: str = "pre"
+    scale: bool = True
+    activation: str = "relu"
+    positions: bool = True
+    final_ln: bool = True
+    ln_eps: float = 1e-5
+
+    def __post_init__(self):
+        fn = "DecoderConfig"
+        for name in ("vocab_size", "d_model", "num_heads", "num_layers", "d_ff", "max_len"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+                raise ValueError(f"{fn}: {name} must be a positive integer, got {value!r}")
+        divisible(fn, self.d_model, self.num_heads)
+        if self.ln not in LN_PLACEMENTS:
+            raise ValueError(f"{fn}: ln must be one of {LN_PLACEMENTS}, got {self.ln!r}")
+        if self.activation not in ACTIVATIONS:
+            raise ValueError(
+                f"{fn}: activation must be one of {ACTIVATIONS}, got {self.activation!r}"
+            )
+        if not self.ln_eps > 0:
+            raise ValueError(f"{fn}: ln_eps must be positive, got {self.ln_eps}")
+
+    @property
+    def d_head(self) -> int:
+        return self.d_model // self.num_heads
+
+
+# ----------------------------------------------------------------------------- parameters
+
+
+def block_parameter_shapes(config: DecoderConfig, layer: int) -> dict[str, tuple[int, ...]]:
+    """Names and shapes of the parameters of block ``layer`` (12 d^2 + 13 d of them for ReLU)."""
+    d, d_ff, q = config.d_model, config.d_ff, f"block{layer}."
+    shapes = {
+        q + "ln1.gamma": (d,),
+        q + "ln1.beta": (d,),
+        q + "attn.W_qkv": (d, 3 * d),
+        q + "attn.b_qkv": (3 * d,),
+        q + "attn.W_o": (d, d),
+        q + "attn.b_o": (d,),
+        q + "ln2.gamma": (d,),
+        q + "ln2.beta": (d,),
+        q + "ffn.W_1": (d, d_ff),
+        q + "ffn.b_1": (d_ff,),
+        q + "ffn.W_2": (d_ff, d),
+        q + "ffn.b_2": (d,),
+    }
+    if config.activation == "swiglu":
+        shapes[q + "ffn.W_gate"] = (d, d_ff)
+        shapes[q + "ffn.b_gate"] = (d_ff,)
+    return shapes
+
+
+def parameter_shapes(config: DecoderConfig) -> dict[str, tuple[int, ...]]:
+    """Names and shapes of every parameter, in the order ``init_params`` packs them."""
+    return dict(_parameter_shapes(config))
+
+
+@functools.lru_cache(maxsize=64)
+def _parameter_shapes(config: DecoderConfig) -> tuple:
+    d, vocab = config.d_model, config.vocab_size
+    shapes = {"tok_emb": (vocab, d)}
+    if config.positions:
+        shapes["pos_emb"] = (config.max_len, d)
+    for layer in range(config.num_layers):
+        shapes.update(block_parameter_shapes(config, layer))
+    if config.final_ln:
+        shapes["ln_f.gamma"] = (d,)
+        shapes["ln_f.beta"] = (d,)
+    shapes["W_out"] = (d, vocab)
+    shapes["b_out"] = (vocab,)
+    return tuple(shapes.items())
+
+
+def block_num_params(config: DecoderConfig) -> int:
+    """Closed form for one block: attention 4 d^2 + 4 d, two layer norms 4 d, the FFN.
+
+    With ReLU or GELU and d_ff = 4 d this is 12 d^2 + 13 d.
+    """
+    d = config.d_model
+    return 4 * d * d + 4 * d + 4 * d + feed_forward_num_params(d, config.d_ff, config.activation)
+
+
+def num_params(config: DecoderConfig) -> int:
+    """Closed form for the whole model: embeddings, positions, blocks, final LN, output layer."""
+    d, vocab = config.d_model, config.vocab_size
+    count = vocab * d + config.num_layers * block_num_params(config) + d * vocab + vocab
+    if config.positions:
+        count += config.max_len * d
+    if config.final_ln:
+        count += 2 * d
+    return count
+
+
+def init_params(config: DecoderConfig, rng: np.random.Generator, dtype=np.float64) -> dict:
+    """Random initial parameters, packed in one buffer (see ``npformer.optim.pack``).
+
+    Weight matrices N(0, 1) / sqrt(d_in), biases 0, layer-norm gamma 1 and beta 0, token and
+    position embeddings 0.1 N(0, 1). Draws are made in float64 in a fixed order, then cast, so
+    float32 and float64 models from the same seed hold the same numbers up to rounding.
+    Returns {name: array} with the names and shapes of ``parameter_shapes(config)``.
+    """
+    dtype = np.dtype(dtype)
+    if dtype not in (np.float32, np.float64):
+        raise ValueError(f"init_params: dtype must be float32 or float64, got {dtype}")
+    arrays = {}
+    for name, shape in parameter_shapes(config).items():
+        leaf = name.rsplit(".", 1)[-1]
+        if name in ("tok_emb", "pos_emb"):
+            arrays[name] = 0.1 * rng.normal(size=shape)
+        elif leaf == "gamma":
+            arrays[name] = np.ones(shape)
+        elif leaf == "beta" or leaf.startswith("b_"):
+            arrays[name] = np.zeros(shape)
+        else:
+            arrays[name] = rng.normal(size=shape) / math.sqrt(shape[0])
+    return pack(arrays, dtype=dtype)
+
+
+def _check_params(fn: str, params: dict, config: DecoderConfig) -> np.dtype:
+    shapes = _parameter_shapes(config)
+    if len(params) != len(shapes) or any(name not in params for name, _ in shapes):
+        names = {name for name, _ in shapes}
+        missing = sorted(names - set(params))
+        extra = sorted(set(params) - names)
+        raise ValueError(f"{fn}: params do not match the config: missing {missing}, extra {extra}")
+    dtype = params["tok_emb"].dtype
+    if dtype not in (np.float32, np.float64):
+        raise ValueError(f"{fn}: parameters must be float32 or float64, got {dtype}")
+    for name, shape in shapes:
+        p = params[name]
+        if p.shape != shape or p.dtype != dtype:
+            raise ValueError(
+                f"{fn}: parameter {name} has shape {p.shape} and dtype {p.dtype}; the config "
+                f"needs shape {shape} and dtype {dtype}"
+            )
+    return dtype
+
+
+def _check_tokens(fn: str, name: str, tokens, config: DecoderConfig) -> np.ndarray:
+    tokens = np.asarray(tokens)
+    if not np.issubdtype(tokens.dtype, np.integer):
+        raise ValueError(f"{fn}: {name} must be integer token ids, got dtype {tokens.dtype}")
+    if tokens.ndim != 2 or tokens.shape[1] < 1:
+        raise ValueError(f"{fn}: {name} must have shape (B, T) with T >= 1, got {tokens.shape}")
+    if tokens.size and (tokens.min() < 0 or tokens.max() >= config.vocab_size):
+        raise ValueError(
+            f"{fn}: {name} of shape {tokens.shape} holds ids in [{tokens.min()}, {tokens.max()}],"
+            f" outside the vocabulary [0, {config.vocab_size})"
+        )
+    if config.positions and tokens.shape[1] > config.max_len:
+        raise ValueError(
+            f"{fn}: {name} has shape {tokens.shape}: T = {tokens.shape[1]} exceeds the "
+            f"{config.max_len} rows of the position table"
+        )
+    return tokens
+
+
+# ----------------------------------------------------------------------------- caches
+
+
+class AttentionLayerCache(NamedTuple):
+    """What the backward pass of one self-attention layer needs."""
+
+    x: np.ndarray  # (B, T, d) the layer's input
+    q: np.ndarray  # (B, h, T, d_h) views into the fused projection
+    k: np.ndarray  # (B, h, T, d_h)
+    v: np.ndarray  # (B, h, T, d_h)
+    weights: np.ndarray  # (B, h, T, T) the attention weights P
+    merged: np.ndarray  # (B, T, d) the heads' outputs side by side (input of W_o)
+    factor: float  # 1 / sqrt(d_h), or 1 without scaling
+
+
+class BlockCache(NamedTuple):
+    ln1: tuple
+    attn: AttentionLayerCache
+    ln2: tuple
+    ffn: tuple
+
+
+class DecoderCache(NamedTuple):
+    """What ``backward`` needs; ``blocks[l].attn.weights`` are the attention maps of block l."""
+
+    tokens: np.ndarray  # (B, T)
+    blocks: list
+    x_out: np.ndarray  # (B, T, d) the input of the output layer
+    ln_f: tuple | None
+    params: dict
+    config: DecoderConfig
+
+
+@functools.lru_cache(maxsize=32)
+def _causal_bias(T: int, dtype: np.dtype) -> np.ndarray:
+    """(T, T): 0 where key j <= query i, -inf above the diagonal (added to the scores)."""
+    bias = np.zeros((T, T), dtype=dtype)
+    bias[np.triu_indices(T, 1)] = -np.inf
+    bias.flags.writeable = False
+    return bias
+
+
+# ----------------------------------------------------------------------------- attention
+
+
+def _attention_forward(x, W_qkv, b_qkv, W_o, b_o, num_heads, scale, mask):
+    B, T, d = x.shape
+    d_h = d // num_heads
+    qkv = x @ W_qkv  # (B, T, 3d)
+    qkv += b_qkv
+    q, k, v = qkv.reshape(B, T, 3, num_heads, d_h).transpose(2, 0, 3, 1, 4)  # 3 x (B, h, T, d_h)
+    scores = q @ k.swapaxes(-1, -2)  # (B, h, T, T)
+    factor = 1.0 / math.sqrt(d_h) if scale else 1.0
+    if scale:
+        scores *= factor
+    if mask is None:  # causal: softmax in place
+        scores += _causal_bias(T, x.dtype)
+        scores -= _max_last(scores)  # the diagonal is never masked
+        weights = np.exp(scores, out=scores)
+        weights /= _sum_last(weights)
+    else:
+        weights = masked_softmax(scores, mask)
+    ctx = weights @ v  # (B, h, T, d_h)
+    merged = ctx.transpose(0, 2, 1, 3).reshape(B, T, d)  # (B, T, d) copy
+    out = merged @ W_o  # (B, T, d)
+    out += b_o
+    return out, AttentionLayerCache(x, q, k, v, weights, merged, factor)
+
+
+def _attention_backward(d_out, cache, W_qkv, W_o, grads, prefix):
+    x, q, k, v, P, merged, factor = cache
+    B, h, T, d_h = q.shape
+    d = h * d_h
+    N = B * T
+    g2 = d_out.reshape(N, d)  # (N, d)
+    np.matmul(merged.reshape(N, d).T, g2, out=grads[prefix + "W_o"])  # (d, d)
+    _sum_rows(g2, out=grads[prefix + "b_o"])
+    d_merged = d_out @ W_o.T  # (B, T, d)
+    d_ctx = d_merged.reshape(B, T, h, d_h).transpose(0, 2, 1, 3)  # (B, h, T, d_h) view
+    d_qkv = np.empty((B, T, 3, h, d_h), dtype=x.dtype)
+    dq, dk, dv = d_qkv.transpose(2, 0, 3, 1, 4)  # 3 x (B, h, T, d_h) views
+    np.matmul(P.swapaxes(-1, -2), d_ctx, out=dv)  # dV = P^T dO
+    dS = d_ctx @ v.swapaxes(-1, -2)  # (B, h, T, T) dP = dO V^T
+    row = np.einsum("bhts,bhts->bht", dS, P)[..., None]  # (B, h, T, 1) rowsum(dP * P)
+    dS -= row
+    dS *= P  # dS = P * (dP - rowsum(dP * P))
+    if factor != 1.0:
+        dS *= factor
+    np.matmul(dS, k, out=dq)  # dQ = c dS K
+    np.matmul(dS.swapaxes(-1, -2), q, out=dk)  # dK = c dS^T Q
+    d_qkv = d_qkv.reshape(N, 3 * d)  # (N, 3d)
+    np.matmul(x.reshape(N, d).T, d_qkv, out=grads[prefix + "W_qkv"])  # (d, 3d)
+    _sum_rows(d_qkv, out=grads[prefix + "b_qkv"])
+    return (d_qkv @ W_qkv.T).reshape(B, T, d)  # (B, T, d)
+
+
+# ----------------------------------------------------------------------------- the model
+
+
+@functools.lru_cache(maxsize=64)
+def _names(config: DecoderConfig, layer: int) -> tuple:
+    q = f"block{layer}."
+    ffn = ["W_1", "b_1", "W_2", "b_2"] + (
+        ["W_gate", "b_gate"] if config.activation == "swiglu" else []
+    )
+    return q, q + "attn.", tuple((n, q + "ffn." + n) for n in ffn)
+
+
+def _block_forward(x, params, config, layer, mask):
+    q, a, ffn_names = _names(config, layer)
+    ffn = {short: params[full] for short, full in ffn_names}
+    attn_args = (params[a + "W_qkv"], params[a + "b_qkv"], params[a + "W_o"], params[a + "b_o"])
+    eps = config.ln_eps
+    if config.ln == "pre":  # x + f(LN(x))
+        h1, c_ln1 = _layer_norm(x, params[q + "ln1.gamma"], params[q + "ln1.beta"], eps)
+        x1, c_attn = _attention_forward(h1, *attn_args, config.num_heads, config.scale, mask)
+        x1 += x
+        h2, c_ln2 = _layer_norm(x1, params[q + "ln2.gamma"], params[q + "ln2.beta"], eps)
+        x2, c_ffn = _feed_forward(h2, ffn, config.activation)
+        x2 += x1
+    else:  # LN(x + f(x))
+        s1, c_attn = _attention_forward(x, *attn_args, config.num_heads, config.scale, mask)
+        s1 += x
+        x1, c_ln1 = _layer_norm(s1, params[q + "ln1.gamma"], params[q + "ln1.beta"], eps)
+        s2, c_ffn = _feed_forward(x1, ffn, config.activation)
+        s2 += x1
+        x2, c_ln2 = _layer_norm(s2, params[q + "ln2.gamma"], params[q + "ln2.beta"], eps)
+    return x2, BlockCache(c_ln1, c_attn, c_ln2, c_ffn)
+
+
+def _store_ln(grads, name, dgamma, dbeta):
+    grads[name + ".gamma"][...] = dgamma
+    grads[name + ".beta"][...] = dbeta
+
+
+def _block_backward(dx2, cache, params, config, layer, grads):
+    q, a, ffn_names = _names(config, layer)
+    c_ln1, c_attn, c_ln2, c_ffn = cache
+    W_qkv, W_o = params[a + "W_qkv"], params[a + "W_o"]
+    if config.ln == "pre":
+        dh2, g_ffn = _feed_forward_backward(dx2, c_ffn)  # x2 = x1 + f(LN2(x1))
+        dx1, dgamma, dbeta = _layer_norm_backward(dh2, c_ln2)
+        _store_ln(grads, q + "ln2", dgamma, dbeta)
+        dx1 += dx2
+        dh1 = _attention_backward(dx1, c_attn, W_qkv, W_o, grads, a)  # x1 = x + att(LN1(x))
+        dx, dgamma, dbeta = _layer_norm_backward(dh1, c_ln1)
+        _store_ln(grads, q + "ln1", dgamma, dbeta)
+        dx += dx1
+    else:
+        ds2, dgamma, dbeta = _layer_norm_backward(dx2, c_ln2)  # x2 = LN2(x1 + f(x1))
+        _store_ln(grads, q + "ln2", dgamma, dbeta)
+        dx1, g_ffn = _feed_forward_backward(ds2, c_ffn)
+        dx1 += ds2
+        ds1, dgamma, dbeta = _layer_norm_backward(dx1, c_ln1)  # x1 = LN1(x + att(x))
+        _store_ln(grads, q + "ln1", dgamma, dbeta)
+        dx = _attention_backward(ds1, c_attn, W_qkv, W_o, grads, a)
+        dx += ds1
+    for short, full in ffn_names:
+        grads[full][...] = g_ffn[short]
+    return dx
+
+
+def forward(params: dict, config: DecoderConfig, tokens, attn_mask=None):
+    """Logits of the next token at every position.
+
+    x_0 = tok_emb[tokens] + pos_emb[:T]; x_l = block_l(x_{l-1}); logits = LN_f(x_L) W_out + b_out.
+    ``attn_mask`` (bool, True = may attend, broadcasting to (B, h, T, T)) replaces the default
+    causal mask, e.g. to let a prompt attend both ways.
+    Shapes: tokens (B, T) integer ids < vocab_size, T <= max_len.
+    Returns (logits (B, T, vocab_size) in the parameters' dtype, DecoderCache).
+    """
+    fn = "forward"
+    _check_params(fn, params, config)
+    tokens = _check_tokens(fn, "tokens", tokens, config)
+    B, T = tokens.shape
+    if attn_mask is not None:
+        attn_mask = bool_mask(fn, attn_mask, (B, config.num_heads, T, T), "scores of shape")
+    x = params["tok_emb"][tokens]  # (B, T, d) a copy
+    if config.positions:
+        x += params["pos_emb"][:T]
+    blocks = []
+    for layer in range(config.num_layers):
+        x, c = _block_forward(x, params, config, layer, attn_mask)
+        blocks.append(c)
+    c_f = None
+    if config.final_ln:
+        x, c_f = _layer_norm(x, params["ln_f.gamma"], params["ln_f.beta"], config.ln_eps)
+    logits = x @ params["W_out"]  # (B, T, vocab)
+    logits += params["b_out"]
+    return logits, DecoderCache(tokens, blocks, x, c_f, params, config)
+
+
+def masked_cross_entropy(logits, targets, loss_mask):
+    """Cross-entropy averaged over the positions selected by a 0/1 mask.
+
+    loss = -sum_{b,t} m[b,t] log softmax(logits[b,t])[targets[b,t]] / sum_{b,t} m[b,t].
+    Shapes: logits (B, T, V), targets (B, T) integer, loss_mask broadcasting to (B, T) (a (T,)
+    row selects the same positions in every sequence). Returns (loss as a Python float, cache
+    for ``masked_cross_entropy_backward``).
+    """
+    fn = "masked_cross_entropy"
+    logits = np.asarray(logits)
+    if not np.issubdtype(logits.dtype, np.floating) or logits.ndim != 3:
+        raise ValueError(
+            f"{fn}: logits must be a float (B, T, V) array, got {logits.dtype} {logits.shape}"
+        )
+    B, T, V = logits.shape
+    targets = np.asarray(targets)
+    if not np.issubdtype(targets.dtype, np.integer) or targets.shape != (B, T):
+        raise ValueError(
+            f"{fn}: targets must be integer of shape {(B, T)} to match logits "
+            f"{logits.shape}, got {targets.dtype} {targets.shape}"
+        )
+    if targets.size and (targets.min() < 0 or targets.max() >= V):
+        raise ValueError(
+            f"{fn}: targets of shape {targets.shape} hold ids in "
+            f"[{targets.min()}, {targets.max()}], outside [0, {V})"
+        )
+    m = np.asarray(loss_mask)
+    try:
+        ok = np.broadcast_shapes(m.shape, (B, T)) == (B, T)
+    except ValueError:
+        ok = False
+    if not ok or not (m.dtype == np.bool_ or np.issubdtype(m.dtype, np.number)):
+        raise ValueError(
+            f"{fn}: loss_mask of shape {m.shape} does not broadcast to the targets' shape {(B, T)}"
+        )
+    weights = np.broadcast_to(m, (B, T)).astype(logits.dtype)  # (B, T) a copy
+    if not ((weights == 0) | (weights == 1)).all() or weights.sum() == 0:
+        raise ValueError(f"{fn}: loss_mask of shape {m.shape} must hold 0/1 values, at least one 1")
+    weights /= weights.sum()  # (B, T) sums to 1
+    shifted = logits - _max_last(logits)  # (B, T, V)
+    probs = np.exp(shifted)
+    total = _sum_last(probs)  # (B, T, 1)
+    probs /= total
+    picked = np.take_along_axis(shifted, targets[..., None], axis=-1)[..., 0]  # (B, T)
+    log_p = picked - np.log(total[..., 0])  # (B, T) log softmax at the target
+    loss = -float(np.einsum("bt,bt->", weights, log_p))
+    return loss, (probs, targets, weights)
+
+
+def masked_cross_entropy_backward(cache):
+    """dL/dlogits = (softmax(logits) - onehot(targets)) * m / sum(m). Returns (B, T, V)."""
+    probs, targets, weights = cache
+    B, T, V = probs.shape
+    d = probs.copy()
+    d.reshape(B * T, V)[np.arange(B * T), targets.ravel()] -= 1
+    d *= weights[..., None]
+    return d
+
+
+def backward(d_logits, cache: DecoderCache) -> dict:
+    """Hand-written gradients of every parameter, given dL/dlogits.
+
+    The chain rule in reverse order of ``forward``. The token embedding's gradient accumulates
+    one contribution per occurrence (a token repeated in the batch adds up, as with
+    ``np.add.at``; computed as a one-hot matrix product); the position table's rows beyond T
+    get zero. Returns {name: gradient} packed like the
+    parameters (same names, shapes and dtype).
+    """
+    fn = "backward"
+    tokens, blocks, x_out, c_f, params, config = cache
+    B, T = tokens.shape
+    d_logits = np.asarray(d_logits)
+    if d_logits.shape != (B, T, config.vocab_size) or d_logits.dtype != x_out.dtype:
+        raise ValueError(
+            f"{fn}: d_logits has shape {d_logits.shape} and dtype {d_logits.dtype}; the logits "
+            f"had shape {(B, T, config.vocab_size)} and dtype {x_out.dtype}"
+        )
+    d, N = config.d_model, B * T
+    grads = zeros_like_packed(params)
+    np.matmul(x_out.reshape(N, d).T, d_logits.reshape(N, -1), out=grads["W_out"])  # (d, V)
+    _sum_rows(d_logits.reshape(N, -1), out=grads["b_out"])
+    dx = d_logits @ params["W_out"].T  # (B, T, d)
+    if config.final_ln:
+        dx, dgamma, dbeta = _layer_norm_backward(dx, c_f)
+        _store_ln(grads, "ln_f", dgamma, dbeta)
+    for layer in reversed(range(config.num_layers)):
+        dx = _block_backward(dx, blocks[layer], params, config, layer, grads)
+    # dE[v] = sum of dx over the positions holding token v: a product with the one-hot matrix
+    # of the tokens, which adds repeated tokens up exactly like np.add.at, several times faster
+    one_hot = tokens.reshape(N, 1) == np.arange(config.vocab_size)  # (N, vocab) bool
+    np.matmul(one_hot.T.astype(dx.dtype), dx.reshape(N, d), out=grads["tok_emb"])  # (vocab, d)
+    if config.positions:
+        ones_b = _ones(B, dx.dtype, False)
+        np.matmul(ones_b, dx.reshape(B, T * d), out=grads["pos_emb"][:T].reshape(T * d))
+    return grads
+
+
+def loss_and_grads(params: dict, config: DecoderConfig, tokens, targets, loss_mask, attn_mask=None):
+    """Forward, masked cross-entropy and backward in one call. Returns (loss, grads)."""
+    logits, cache = forward(params, config, tokens, attn_mask)
+    loss, c_loss = masked_cross_entropy(logits, targets, loss_mask)
+    return loss, backward(masked_cross_entropy_backward(c_loss), cache)
+
+
+def loss(params: dict, config: DecoderConfig, tokens, targets, loss_mask, attn_mask=None):
+    """The masked cross-entropy of the model on a batch (forward only). Returns a float."""
+    logits, _ = forward(params, config, tokens, attn_mask)
+    return masked_cross_entropy(logits, targets, loss_mask)[0]
+
+
+def ffn_preactivations(cache: DecoderCache) -> list:
+    """The feed-forward pre-activations x W_1 + b_1 of every block, (B, T, d_ff) each."""
+    return [block.ffn.pre for block in cache.blocks]

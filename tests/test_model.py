@@ -1,0 +1,341 @@
+"""The decoder-only model and Adam (chapter 06): gradients three ways, counts, bad inputs."""
+
+import numpy as np
+import pytest
+
+from npformer import model as M
+from npformer.gradcheck import (
+    central_difference,
+    kink_crossed,
+    normwise_relative_error,
+    select_coordinates,
+)
+from npformer.optim import Adam, flat_buffer, pack
+
+TINY = dict(vocab_size=7, d_model=8, num_heads=2, num_layers=2, d_ff=16, max_len=6)
+
+
+def tiny_batch(rng, B=2, T=5, vocab=7, repeated=False):
+    tokens = np.full((B, T), 3) if repeated else rng.integers(0, vocab, size=(B, T))
+    targets = rng.integers(0, vocab, size=(B, T))
+    loss_mask = np.zeros(T)
+    loss_mask[T // 2 :] = 1.0
+    return tokens, targets, loss_mask
+
+
+def perturbed_params(config, rng):
+    """Random parameters with non-trivial layer-norm scales and biases (zeros hide bugs)."""
+    params = M.init_params(config, rng)
+    for name, p in params.items():
+        if not name.endswith("W_qkv") and p.ndim == 1:
+            p += 0.2 * rng.normal(size=p.shape)
+    return params
+
+
+def check_all_coordinates(config, params, tokens, targets, loss_mask, eps=1e-6):
+    """Every coordinate: |numeric - analytic| <= 1e-5 |analytic| + 1e-8, kinks excepted."""
+    loss, grads = M.loss_and_grads(params, config, tokens, targets, loss_mask)
+    f = lambda: M.loss(params, config, tokens, targets, loss_mask)
+
+    def preactivations():
+        cache = M.forward(params, config, tokens)[1]
+        return np.concatenate([a.ravel() for a in M.ffn_preactivations(cache)])
+
+    checked = 0
+    for name, g in grads.items():
+        flat, g_flat = params[name].reshape(-1), g.reshape(-1)
+        for i in range(flat.size):
+            numeric = central_difference(f, flat, i, eps)[0]
+            if abs(numeric - g_flat[i]) > 1e-5 * abs(g_flat[i]) + 1e-8:
+                assert config.activation == "relu" and kink_crossed(preactivations, flat, i, eps), (
+                    f"{name}[{i}]: analytic {g_flat[i]:.6e}, numeric {numeric:.6e}"
+                )
+            checked += 1
+    assert checked == M.num_params(config)
+    return grads
+
+
+@pytest.mark.parametrize("ln", ["pre", "post"])
+@pytest.mark.parametrize("scale", [True, False])
+def test_gradient_check_tiny(ln, scale):
+    rng = np.random.default_rng(11)
+    config = M.DecoderConfig(**TINY, ln=ln, scale=scale)
+    check_all_coordinates(config, perturbed_params(config, rng), *tiny_batch(rng))
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        dict(repeated=True),  # one token everywhere
+        dict(B=1),
+        dict(T=1),
+        dict(activation="gelu"),
+        dict(activation="swiglu"),
+        dict(positions=False, final_ln=False),
+    ],
+)
+def test_gradient_check_special_cases(case):
+    rng = np.random.default_rng(12)
+    case = dict(case)
+    batch = {k: case.pop(k) for k in ("repeated", "B", "T") if k in case}
+    config = M.DecoderConfig(**TINY, **case)
+    tokens, targets, loss_mask = tiny_batch(rng, **batch)
+    if batch.get("T") == 1:
+        loss_mask = np.ones(1)
+    grads = check_all_coordinates(config, perturbed_params(config, rng), tokens, targets, loss_mask)
+    if batch.get("repeated"):  # only row 3 of the table moves
+        assert np.all(np.delete(grads["tok_emb"], 3, axis=0) == 0)
+        assert np.any(grads["tok_emb"][3] != 0)
+    if config.positions:
+        assert np.all(grads["pos_emb"][tokens.shape[1] :] == 0)
+
+
+def test_parameter_counts():
+    for d, expected in ((64, 49_984), (256, 789_760), (512, 3_152_384)):
+        config = M.DecoderConfig(32, d, 8, 1, 4 * d, 16)
+        shapes = M.block_parameter_shapes(config, 0)
+        assert sum(int(np.prod(s)) for s in shapes.values()) == expected == 12 * d * d + 13 * d
+        assert M.block_num_params(config) == expected
+    experiment = M.DecoderConfig(21, 32, 4, 2, 128, 13)
+    params = M.init_params(experiment, np.random.default_rng(0), np.float32)
+    assert sum(p.size for p in params.values()) == M.num_params(experiment) == 27_253
+    for options in (dict(positions=False), dict(final_ln=False), dict(activation="swiglu")):
+        config = M.DecoderConfig(**TINY, **options)
+        params = M.init_params(config, np.random.default_rng(0))
+        assert sum(p.size for p in params.values()) == M.num_params(config)
+
+
+def test_params_are_packed_and_float32_stays_float32():
+    config = M.DecoderConfig(**TINY)
+    rng = np.random.default_rng(13)
+    params = M.init_params(config, rng, np.float32)
+    assert flat_buffer(params) is not None
+    tokens, targets, loss_mask = tiny_batch(rng)
+    logits, cache = M.forward(params, config, tokens)
+    assert logits.dtype == np.float32
+    assert all(b.attn.weights.dtype == np.float32 for b in cache.blocks)
+    loss, grads = M.loss_and_grads(params, config, tokens, targets, loss_mask)
+    assert all(g.dtype == np.float32 for g in grads.values())
+    assert flat_buffer(grads) is not None
+    params64 = {n: p.astype(np.float64) for n, p in params.items()}
+    _, grads64 = M.loss_and_grads(params64, config, tokens, targets, loss_mask)
+    assert normwise_relative_error(grads, grads64) < 1e-5
+
+
+def test_causal_and_explicit_masks():
+    config = M.DecoderConfig(**TINY)
+    rng = np.random.default_rng(14)
+    params = M.init_params(config, rng)
+    tokens = rng.integers(0, 7, size=(2, 5))
+    logits, _ = M.forward(params, config, tokens)
+    changed = tokens.copy()
+    changed[:, 3] = (changed[:, 3] + 1) % 7  # the future cannot leak back
+    np.testing.assert_array_equal(M.forward(params, config, changed)[0][:, :3], logits[:, :3])
+    causal = np.tril(np.ones((5, 5), dtype=bool))
+    np.testing.assert_allclose(M.forward(params, config, tokens, causal)[0], logits, atol=1e-14)
+    both_ways = M.forward(params, config, tokens, np.ones((5, 5), dtype=bool))[0]
+    assert not np.allclose(both_ways[:, :3], logits[:, :3])
+
+
+def test_loss_mask_row_or_matrix():
+    config = M.DecoderConfig(**TINY)
+    rng = np.random.default_rng(15)
+    params = M.init_params(config, rng)
+    tokens, targets, row = tiny_batch(rng)
+    full = np.broadcast_to(row, tokens.shape).astype(bool)
+    assert M.loss(params, config, tokens, targets, row) == M.loss(
+        params, config, tokens, targets, full
+    )
+    logits, _ = M.forward(params, config, tokens)
+    log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    picked = np.take_along_axis(log_p, targets[..., None], -1)[..., 0]
+    assert M.loss(params, config, tokens, targets, row) == pytest.approx(-picked[full].mean())
+
+
+# ----------------------------------------------------------------------------- torch twin
+
+TWIN_CASES = [
+    dict(),
+    dict(ln="post"),
+    dict(scale=False),
+    dict(ln="post", scale=False, activation="gelu"),
+    dict(activation="swiglu"),
+    dict(positions=False, final_ln=False),
+]
+
+
+def twin_of(params, config, torch):
+    from tests.torch_twin import TorchDecoder
+
+    return TorchDecoder(
+        {n: p.copy() for n, p in params.items()},
+        config.num_heads,
+        config.num_layers,
+        config.ln,
+        config.scale,
+        config.activation,
+        config.positions,
+        config.final_ln,
+        config.ln_eps,
+    )
+
+
+@pytest.mark.parametrize("case", TWIN_CASES)
+def test_gradients_match_torch_twin(case):
+    torch = pytest.importorskip("torch")
+    config = M.DecoderConfig(21, 16, 4, 2, 64, 13, **case)
+    rng = np.random.default_rng(16)
+    params = perturbed_params(config, rng)
+    tokens = rng.integers(0, 21, size=(3, 12))
+    targets = rng.integers(0, 21, size=(3, 12))
+    loss_mask = np.r_[np.zeros(6), np.ones(6)]
+    loss, grads = M.loss_and_grads(params, config, tokens, targets, loss_mask)
+    twin = twin_of(params, config, torch)
+    loss_t = twin.loss(torch.tensor(tokens), torch.tensor(targets), torch.tensor(loss_mask))
+    loss_t.backward()
+    assert abs(loss - loss_t.item()) <= 1e-13 * abs(loss)
+    assert normwise_relative_error(grads, twin.grads()) < 1e-12
+
+
+@pytest.mark.parametrize("case", [dict(), dict(ln="post", scale=False)])
+def test_training_matches_torch_twin(case):
+    torch = pytest.importorskip("torch")
+    config = M.DecoderConfig(21, 16, 4, 2, 64, 13, **case)
+    rng = np.random.default_rng(17)
+    params = M.init_params(config, rng)
+    twin = twin_of(params, config, torch)
+    opt = Adam(params, lr=3e-3)
+    opt_t = torch.optim.Adam(twin.parameters(), lr=3e-3)
+    loss_mask = np.r_[np.zeros(6), np.ones(6)]
+    for _ in range(40):
+        tokens = rng.integers(0, 21, size=(4, 12))
+        targets = np.roll(tokens, -1, axis=1)
+        loss, grads = M.loss_and_grads(params, config, tokens, targets, loss_mask)
+        opt.step(grads)
+        opt_t.zero_grad()
+        loss_t = twin.loss(torch.tensor(tokens), torch.tensor(targets), torch.tensor(loss_mask))
+        loss_t.backward()
+        opt_t.step()
+        assert abs(loss - loss_t.item()) <= 1e-9 * abs(loss)
+
+
+# ----------------------------------------------------------------------------- Adam
+
+
+@pytest.mark.parametrize("packed", [True, False])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_adam_matches_torch(packed, dtype):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(18)
+    arrays = {"a": rng.normal(size=(3, 4)), "b": rng.normal(size=5)}
+    params = (
+        pack(arrays, dtype=dtype) if packed else {n: a.astype(dtype) for n, a in arrays.items()}
+    )
+    assert (flat_buffer(params) is not None) == packed
+    tensors = [torch.tensor(a.astype(dtype), requires_grad=True) for a in arrays.values()]
+    opt = Adam(params, lr=1e-2, betas=(0.8, 0.99), eps=1e-7)
+    opt_t = torch.optim.Adam(tensors, lr=1e-2, betas=(0.8, 0.99), eps=1e-7)
+    for step in range(25):
+        grads = {n: rng.normal(size=a.shape).astype(dtype) for n, a in arrays.items()}
+        if step % 2:
+            grads = pack(grads)  # packed or not, step by step
+        opt.step(grads)
+        for t, g in zip(tensors, grads.values(), strict=True):
+            t.grad = torch.tensor(g)
+        opt_t.step()
+    tol = 1e-14 if dtype == np.float64 else 1e-6
+    for p, t in zip(params.values(), tensors, strict=True):
+        assert p.dtype == dtype
+        np.testing.assert_allclose(p, t.detach().numpy(), atol=tol)
+
+
+def test_adam_bad_inputs():
+    params = pack({"a": np.zeros(3)})
+    with pytest.raises(ValueError, match="lr"):
+        Adam(params, lr=0)
+    with pytest.raises(ValueError, match="betas"):
+        Adam(params, betas=(1.0, 0.9))
+    opt = Adam(params)
+    with pytest.raises(ValueError, match=r"missing \['a'\], extra \['b'\]"):
+        opt.step({"b": np.zeros(3)})
+    with pytest.raises(ValueError, match=r"shape \(4,\).*shape \(3,\)"):
+        opt.step({"a": np.zeros(4)})
+
+
+# ----------------------------------------------------------------------------- bad inputs
+
+
+def test_config_bad_inputs():
+    with pytest.raises(ValueError, match="d_model=10 must be a positive multiple of num_heads=4"):
+        M.DecoderConfig(7, 10, 4, 1, 16, 6)
+    with pytest.raises(ValueError, match="ln must be one of"):
+        M.DecoderConfig(**TINY, ln="middle")
+    with pytest.raises(ValueError, match="num_layers must be a positive integer"):
+        M.DecoderConfig(7, 8, 2, 0, 16, 6)
+    with pytest.raises(ValueError, match="activation"):
+        M.DecoderConfig(**TINY, activation="tanh")
+    with pytest.raises(ValueError, match="float32 or float64"):
+        M.init_params(M.DecoderConfig(**TINY), np.random.default_rng(0), np.float16)
+
+
+def test_forward_and_loss_bad_inputs():
+    config = M.DecoderConfig(**TINY)
+    rng = np.random.default_rng(19)
+    params = M.init_params(config, rng)
+    tokens, targets, loss_mask = tiny_batch(rng)
+    with pytest.raises(ValueError, match=r"shape \(2, 5\) holds ids in \[0, 7\].*\[0, 7\)"):
+        M.forward(params, config, np.where(tokens == tokens[0, 0], 7, 0))
+    with pytest.raises(ValueError, match=r"\[-1, 0\]"):
+        M.forward(params, config, np.where(tokens == tokens[0, 0], -1, 0))
+    with pytest.raises(ValueError, match="integer token ids, got dtype float64"):
+        M.forward(params, config, tokens.astype(float))
+    with pytest.raises(ValueError, match=r"shape \(B, T\).*\(5,\)"):
+        M.forward(params, config, tokens[0])
+    with pytest.raises(ValueError, match=r"\(2, 7\): T = 7 exceeds the 6 rows"):
+        M.forward(params, config, np.zeros((2, 7), dtype=int))
+    with pytest.raises(
+        ValueError, match=r"mask of shape \(4, 4\) does not broadcast.*\(2, 2, 5, 5\)"
+    ):
+        M.forward(params, config, tokens, np.ones((4, 4), dtype=bool))
+    with pytest.raises(ValueError, match=r"loss_mask of shape \(4,\).*\(2, 5\)"):
+        M.loss(params, config, tokens, targets, np.ones(4))
+    with pytest.raises(ValueError, match="0/1 values"):
+        M.loss(params, config, tokens, targets, np.full(5, 0.5))
+    with pytest.raises(ValueError, match=r"targets must be integer of shape \(2, 5\).*\(2, 4\)"):
+        M.loss(params, config, tokens, targets[:, :4], loss_mask)
+    with pytest.raises(ValueError, match=r"targets of shape \(2, 5\) hold ids"):
+        M.loss(params, config, tokens, targets + 7, loss_mask)
+    bad = dict(params)
+    bad["W_out"] = np.zeros((8, 6))
+    with pytest.raises(ValueError, match=r"W_out has shape \(8, 6\).*needs shape \(8, 7\)"):
+        M.forward(bad, config, tokens)
+    with pytest.raises(ValueError, match=r"missing \['b_out'\]"):
+        M.forward({n: p for n, p in params.items() if n != "b_out"}, config, tokens)
+    logits, cache = M.forward(params, config, tokens)
+    with pytest.raises(ValueError, match=r"d_logits has shape \(2, 5, 6\)"):
+        M.backward(np.zeros((2, 5, 6)), cache)
+
+
+def test_select_coordinates_subset_is_seeded():
+    grads = {"a": np.linspace(-1, 1, 50), "b": np.zeros(4)}
+    every = select_coordinates(grads, 1e-6)
+    assert set(every) == {"a"} and every["a"].size == 50 - (np.abs(grads["a"]) <= 1e-6).sum()
+    some = select_coordinates(grads, 1e-6, per_tensor=10, rng=np.random.default_rng(0))
+    again = select_coordinates(grads, 1e-6, per_tensor=10, rng=np.random.default_rng(0))
+    np.testing.assert_array_equal(some["a"], again["a"])
+    assert some["a"].size == 10 and set(some["a"]) <= set(every["a"])
+
+
+def test_flat_buffer_sees_through_changes_and_copies():
+    import copy
+
+    params = pack({"a": np.zeros((2, 3)), "b": np.ones(4)})
+    buffer = flat_buffer(params)
+    assert buffer is not None and buffer.size == 10
+    assert flat_buffer(dict(params)) is buffer  # a plain dict of the same views
+    assert flat_buffer(copy.deepcopy(params)) is None  # copies are no longer views
+    changed = pack({"a": np.zeros((2, 3)), "b": np.ones(4)})
+    changed["b"] = np.ones(4)
+    assert flat_buffer(changed) is None
+    reordered = {"b": params["b"], "a": params["a"]}
+    assert flat_buffer(reordered) is None
