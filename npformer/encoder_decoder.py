@@ -1,0 +1,540 @@
+"""The encoder-decoder Transformer of 2017: forward pass, parameter count, greedy generation.
+
+Taught in chapter 07 (``chapters/07_encoder_decoder.ipynb``). Forward only. It reuses the
+pieces earlier chapters teach: the masks (chapter 03, :mod:`npformer.masks`), multi-head
+attention (chapter 04, :mod:`npformer.multi_head`), sinusoidal positions (chapter 05,
+:mod:`npformer.positions`), layer norm and the feed-forward network (chapter 06,
+:mod:`npformer.block`).
+
+The layers are post-LN as in the paper, ``LN(x + sublayer(x))``, with a ReLU feed-forward
+network. Like ``torch.nn.Transformer``, each stack ends with one more layer norm
+(``final_norm=True``); the paper's text does not mention it. One embedding matrix ``E``
+(vocab_size, d) is shared by the source, the target and the output projection:
+inputs are ``sqrt(d) E[token] + PE[position]``, logits are ``h @ E^T``.
+
+Weight convention of the book: a linear layer is ``x @ W + b`` with ``W`` of shape (d_in, d_out).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from npformer.block import feed_forward, layer_norm
+from npformer.masks import causal_mask, key_padding_to_scores
+from npformer.multi_head import init_multi_head_params, multi_head_attention
+from npformer.positions import add_positions, sinusoidal_positions
+from npformer.validation import divisible, float_array
+
+
+@dataclass(frozen=True)
+class EncoderDecoderConfig:
+    """The sizes of an encoder-decoder Transformer.
+
+    vocab_size: shared source/target vocabulary; d_model: width d; num_heads: h (d % h == 0);
+    d_ff: hidden width of the feed-forward network; num_encoder_layers, num_decoder_layers:
+    depth of each stack; final_norm: one extra layer norm at the end of each stack (as in
+    torch.nn.Transformer); eps: the layer norms' epsilon. Raises ValueError on a non-positive
+    size, on d_model % num_heads != 0 and on an odd d_model (positions come in sin/cos pairs).
+    """
+
+    vocab_size: int
+    d_model: int
+    num_heads: int
+    d_ff: int
+    num_encoder_layers: int
+    num_decoder_layers: int
+    final_norm: bool = True
+    eps: float = 1e-5
+
+    def __post_init__(self):
+        fn = "EncoderDecoderConfig"
+        for name in (
+            "vocab_size",
+            "d_model",
+            "num_heads",
+            "d_ff",
+            "num_encoder_layers",
+            "num_decoder_layers",
+        ):
+            value = getattr(self, name)
+            try:
+                as_int = operator.index(value)
+            except TypeError:
+                raise ValueError(f"{fn}: {name} must be an integer, got {value!r}") from None
+            if as_int <= 0:
+                raise ValueError(f"{fn}: {name} must be positive, got {as_int}")
+        divisible(fn, self.d_model, self.num_heads)
+        if self.d_model % 2:
+            raise ValueError(
+                f"{fn}: d_model={self.d_model} must be even: the sinusoidal positions fill "
+                f"columns in (sin, cos) pairs"
+            )
+        if not self.eps > 0:
+            raise ValueError(f"{fn}: eps must be positive, got {self.eps!r}")
+
+
+#: The 2017 base model (Vaswani et al., Table 3): 6 + 6 layers, d = 512, 8 heads, d_ff = 2048,
+#: a shared vocabulary of about 37,000 tokens, tied embeddings.
+BASE_2017 = EncoderDecoderConfig(
+    vocab_size=37_000,
+    d_model=512,
+    num_heads=8,
+    d_ff=2048,
+    num_encoder_layers=6,
+    num_decoder_layers=6,
+)
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameters
+# ---------------------------------------------------------------------------------------------
+
+
+def _norm_params(d: int, dtype) -> dict:
+    return {"gamma": np.ones(d, dtype=dtype), "beta": np.zeros(d, dtype=dtype)}
+
+
+def _ffn_params(d: int, d_ff: int, rng: np.random.Generator, dtype) -> dict:
+    return {
+        "W_1": (rng.standard_normal((d, d_ff)) / math.sqrt(d)).astype(dtype),
+        "b_1": np.zeros(d_ff, dtype=dtype),
+        "W_2": (rng.standard_normal((d_ff, d)) / math.sqrt(d_ff)).astype(dtype),
+        "b_2": np.zeros(d, dtype=dtype),
+    }
+
+
+def init_encoder_decoder_params(
+    config: EncoderDecoderConfig, rng: np.random.Generator, dtype=np.float64
+) -> dict:
+    """Random parameters of an encoder-decoder Transformer, as a nested dict of arrays.
+
+    ``embedding`` (vocab_size, d) with entries N(0, 1/d), so that sqrt(d) E[token] has unit
+    variance; ``encoder``: a list of layers {"self_attn", "norm_1", "ffn", "norm_2"};
+    ``decoder``: a list of layers {"self_attn", "norm_1", "cross_attn", "norm_2", "ffn",
+    "norm_3"}; ``encoder_norm`` and ``decoder_norm`` when ``config.final_norm``. Attention
+    blocks hold W_q, W_k, W_v, W_o (d, d) and b_q .. b_o (d,); feed-forward blocks W_1 (d, d_ff),
+    b_1, W_2 (d_ff, d), b_2; norms gamma, beta (d,). Biases start at 0, gammas at 1.
+
+    Returns the dict.
+    """
+    if not isinstance(config, EncoderDecoderConfig):
+        raise ValueError(
+            f"init_encoder_decoder_params: config must be an EncoderDecoderConfig, got "
+            f"{type(config).__name__}"
+        )
+    d, d_ff = config.d_model, config.d_ff
+    params = {
+        "embedding": (rng.standard_normal((config.vocab_size, d)) / math.sqrt(d)).astype(dtype),
+        "encoder": [
+            {
+                "self_attn": init_multi_head_params(d, rng, dtype),
+                "norm_1": _norm_params(d, dtype),
+                "ffn": _ffn_params(d, d_ff, rng, dtype),
+                "norm_2": _norm_params(d, dtype),
+            }
+            for _ in range(config.num_encoder_layers)
+        ],
+        "decoder": [
+            {
+                "self_attn": init_multi_head_params(d, rng, dtype),
+                "norm_1": _norm_params(d, dtype),
+                "cross_attn": init_multi_head_params(d, rng, dtype),
+                "norm_2": _norm_params(d, dtype),
+                "ffn": _ffn_params(d, d_ff, rng, dtype),
+                "norm_3": _norm_params(d, dtype),
+            }
+            for _ in range(config.num_decoder_layers)
+        ],
+    }
+    if config.final_norm:
+        params["encoder_norm"] = _norm_params(d, dtype)
+        params["decoder_norm"] = _norm_params(d, dtype)
+    return params
+
+
+def named_parameters(params) -> list[tuple[str, np.ndarray]]:
+    """Every array of a nested parameter dict, with a dotted name: ``decoder.0.cross_attn.W_q``.
+
+    Walks dicts in insertion order and lists by index. Returns a list of (name, array); the
+    arrays are the dict's own (not copies), so updating them in place updates the model.
+    """
+    out = []
+
+    def walk(prefix: str, node) -> None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                walk(f"{prefix}.{key}" if prefix else str(key), value)
+        elif isinstance(node, (list, tuple)):
+            for i, value in enumerate(node):
+                walk(f"{prefix}.{i}" if prefix else str(i), value)
+        else:
+            out.append((prefix, node))
+
+    walk("", params)
+    return out
+
+
+def count_parameters(params) -> int:
+    """The number of scalars in a nested parameter dict: sum of ``p.size`` over its arrays."""
+    return sum(int(np.asarray(p).size) for _, p in named_parameters(params))
+
+
+def parameter_count(config: EncoderDecoderConfig) -> dict[str, int]:
+    """The parameter count of ``config`` in closed form, by part, without building the model.
+
+    With d = d_model: one attention layer 4 d^2 + 4 d, one feed-forward network
+    2 d d_ff + d_ff + d, one layer norm 2 d; an encoder layer = attention + FFN + 2 norms
+    (12 d^2 + 13 d when d_ff = 4 d), a decoder layer = 2 attentions + FFN + 3 norms
+    (16 d^2 + 19 d); the tied embedding vocab_size d is counted once; 2 x 2 d for the final
+    norms when ``config.final_norm``.
+
+    Returns a dict with "embedding", "encoder_layer", "decoder_layer", "encoder", "decoder",
+    "final_norms" and "total" (every entry an int).
+    """
+    if not isinstance(config, EncoderDecoderConfig):
+        raise ValueError(
+            f"parameter_count: config must be an EncoderDecoderConfig, got {type(config).__name__}"
+        )
+    d, d_ff = config.d_model, config.d_ff
+    attention = 4 * d * d + 4 * d
+    ffn = 2 * d * d_ff + d_ff + d
+    norm = 2 * d
+    encoder_layer = attention + ffn + 2 * norm
+    decoder_layer = 2 * attention + ffn + 3 * norm
+    counts = {
+        "embedding": config.vocab_size * d,
+        "encoder_layer": encoder_layer,
+        "decoder_layer": decoder_layer,
+        "encoder": config.num_encoder_layers * encoder_layer,
+        "decoder": config.num_decoder_layers * decoder_layer,
+        "final_norms": 2 * norm if config.final_norm else 0,
+    }
+    counts["total"] = (
+        counts["embedding"] + counts["encoder"] + counts["decoder"] + counts["final_norms"]
+    )
+    return counts
+
+
+# ---------------------------------------------------------------------------------------------
+# Input checks
+# ---------------------------------------------------------------------------------------------
+
+
+def _check_tokens(fn: str, name: str, tokens, vocab_size: int) -> np.ndarray:
+    tokens = np.asarray(tokens)
+    if not np.issubdtype(tokens.dtype, np.integer):
+        raise ValueError(
+            f"{fn}: {name} must be an integer array of token ids, got dtype {tokens.dtype} "
+            f"with shape {tokens.shape}"
+        )
+    if tokens.ndim != 2 or tokens.shape[1] == 0:
+        raise ValueError(f"{fn}: {name} must have shape (B, T) with T >= 1, got {tokens.shape}")
+    if tokens.size and (tokens.min() < 0 or tokens.max() >= vocab_size):
+        raise ValueError(
+            f"{fn}: {name} of shape {tokens.shape} holds ids in [{tokens.min()}, "
+            f"{tokens.max()}], outside the vocabulary [0, {vocab_size - 1}] "
+            f"(embedding of shape ({vocab_size}, d))"
+        )
+    return tokens
+
+
+def _check_src_pad(fn: str, src_pad, src_shape: tuple[int, int]):
+    if src_pad is None:
+        return None
+    src_pad = np.asarray(src_pad)
+    if src_pad.dtype != np.bool_ or src_pad.shape != tuple(src_shape):
+        raise ValueError(
+            f"{fn}: src_pad must be a boolean (B, S) mask of real source tokens with the shape "
+            f"of the source {tuple(src_shape)}, got dtype {src_pad.dtype} with shape "
+            f"{src_pad.shape}"
+        )
+    if not src_pad.any(axis=1).all():
+        empty = np.flatnonzero(~src_pad.any(axis=1)).tolist()
+        raise ValueError(
+            f"{fn}: src_pad of shape {src_pad.shape} leaves sequences {empty} without a single "
+            f"real token: the cross-attention of their targets would have nothing to read"
+        )
+    return src_pad
+
+
+def _check_params(fn: str, params, config: EncoderDecoderConfig, dtype=None) -> None:
+    if not isinstance(config, EncoderDecoderConfig):
+        raise ValueError(f"{fn}: config must be an EncoderDecoderConfig, got {type(config)}")
+    emb = params.get("embedding") if isinstance(params, dict) else None
+    expected = (config.vocab_size, config.d_model)
+    if emb is None or np.shape(emb) != expected:
+        got = None if emb is None else np.shape(emb)
+        raise ValueError(
+            f"{fn}: params['embedding'] must have shape (vocab_size, d_model) = {expected}, "
+            f"got {got}"
+        )
+    float_array(fn, "params['embedding']", emb, min_rank=2)
+    for stack, n in (
+        ("encoder", config.num_encoder_layers),
+        ("decoder", config.num_decoder_layers),
+    ):
+        layers = params.get(stack)
+        if not isinstance(layers, (list, tuple)) or len(layers) != n:
+            got = len(layers) if isinstance(layers, (list, tuple)) else type(layers).__name__
+            raise ValueError(f"{fn}: params[{stack!r}] must be a list of {n} layers, got {got}")
+    if config.final_norm and ("encoder_norm" not in params or "decoder_norm" not in params):
+        raise ValueError(f"{fn}: config.final_norm is True but params lack the final norms")
+
+
+# ---------------------------------------------------------------------------------------------
+# Forward
+# ---------------------------------------------------------------------------------------------
+
+
+def embed(tokens, embedding) -> np.ndarray:
+    """Token embeddings scaled by sqrt(d), plus sinusoidal positions: sqrt(d) E[x_t] + PE[t].
+
+    Shapes: tokens (B, T) integer ids in [0, vocab_size), embedding (vocab_size, d).
+    Returns (B, T, d) in the embedding's dtype. The sum itself is
+    :func:`npformer.positions.add_positions` (chapter 05) with ``scale_embeddings=True``.
+    """
+    fn = "embed"
+    embedding = float_array(fn, "embedding", embedding, min_rank=2)
+    if embedding.ndim != 2:
+        raise ValueError(f"{fn}: embedding must have shape (vocab_size, d), got {embedding.shape}")
+    vocab_size, d = embedding.shape
+    tokens = _check_tokens(fn, "tokens", tokens, vocab_size)
+    positions = sinusoidal_positions(tokens.shape[1], d)  # (T, d)
+    return add_positions(embedding[tokens], positions, scale_embeddings=True)  # (B, T, d)
+
+
+class EncoderLayerCache(NamedTuple):
+    """What one encoder layer computed (for inspection: this module has no backward)."""
+
+    self_attn: object  # MultiHeadCache; .attention.weights is (B, h, S, S)
+    after_attn: np.ndarray  # (B, S, d) LN(x + SelfAttn(x))
+
+
+class DecoderLayerCache(NamedTuple):
+    """What one decoder layer computed (for inspection: this module has no backward)."""
+
+    self_attn: object  # MultiHeadCache; .attention.weights is (B, h, T, T)
+    cross_attn: object  # MultiHeadCache; .attention.weights is (B, h, T, S)
+    after_self_attn: np.ndarray  # (B, T, d)
+    after_cross_attn: np.ndarray  # (B, T, d)
+
+
+_ATTENTION_KEYS = ("W_q", "W_k", "W_v", "W_o", "b_q", "b_k", "b_v", "b_o")
+_ENCODER_LAYER = {
+    "self_attn": _ATTENTION_KEYS,
+    "norm_1": ("gamma", "beta"),
+    "ffn": ("W_1", "b_1", "W_2", "b_2"),
+    "norm_2": ("gamma", "beta"),
+}
+_DECODER_LAYER = {
+    "self_attn": _ATTENTION_KEYS,
+    "norm_1": ("gamma", "beta"),
+    "cross_attn": _ATTENTION_KEYS,
+    "norm_2": ("gamma", "beta"),
+    "ffn": ("W_1", "b_1", "W_2", "b_2"),
+    "norm_3": ("gamma", "beta"),
+}
+
+
+def _check_layer(fn: str, layer, expected: dict) -> None:
+    """Raise ValueError unless ``layer`` is a dict holding every sub-layer and array expected."""
+    if not isinstance(layer, dict):
+        raise ValueError(f"{fn}: layer must be a dict of sub-layers, got {type(layer).__name__}")
+    for part, names in expected.items():
+        sub = layer.get(part)
+        missing = [n for n in names if not isinstance(sub, dict) or n not in sub]
+        if missing:
+            raise ValueError(
+                f"{fn}: layer[{part!r}] lacks {missing} (a layer holds {sorted(expected)})"
+            )
+
+
+def _check_stream(fn: str, name: str, x, shape: str) -> np.ndarray:
+    """Return ``x`` as a floating rank-3 array, or raise ValueError naming ``shape``."""
+    x = float_array(fn, name, x)
+    if x.ndim != 3:
+        raise ValueError(f"{fn}: {name} must have shape {shape}, got shape {x.shape}")
+    return x
+
+
+def encoder_layer(x, layer, num_heads: int, mask=None, eps: float = 1e-5):
+    """One post-LN encoder layer: h = LN(x + SelfAttn(x)), out = LN(h + FFN(h)).
+
+    Shapes: x (B, S, d); ``layer`` as in :func:`init_encoder_decoder_params`; ``mask`` is
+    boolean (True = may attend) and broadcasts to (B, h, S, S): the source key padding
+    (B, 1, 1, S). Returns (out (B, S, d), EncoderLayerCache).
+    """
+    fn = "encoder_layer"
+    x = _check_stream(fn, "x", x, "(B, S, d)")
+    _check_layer(fn, layer, _ENCODER_LAYER)
+    a, attn_cache = multi_head_attention(x, x, layer["self_attn"], num_heads, mask=mask)
+    h, _ = layer_norm(x + a, layer["norm_1"]["gamma"], layer["norm_1"]["beta"], eps)  # (B, S, d)
+    f, _ = feed_forward(h, layer["ffn"], activation="relu")  # (B, S, d)
+    out, _ = layer_norm(h + f, layer["norm_2"]["gamma"], layer["norm_2"]["beta"], eps)
+    return out, EncoderLayerCache(attn_cache, h)
+
+
+def decoder_layer(
+    y, memory, layer, num_heads: int, self_mask=None, memory_mask=None, eps: float = 1e-5
+):
+    """One post-LN decoder layer: masked self-attention, cross-attention, FFN.
+
+    h1 = LN(y + SelfAttn(y; causal)), h2 = LN(h1 + CrossAttn(queries h1; keys and values
+    memory)), out = LN(h2 + FFN(h2)).
+
+    Shapes: y (B, T, d), memory (B, S, d) the encoder's output; ``self_mask`` broadcasts to
+    (B, h, T, T) (the causal (T, T) mask), ``memory_mask`` to (B, h, T, S) (the source key
+    padding (B, 1, 1, S)). Returns (out (B, T, d), DecoderLayerCache).
+    """
+    fn = "decoder_layer"
+    y = _check_stream(fn, "y", y, "(B, T, d)")
+    memory = _check_stream(fn, "memory", memory, "(B, S, d)")
+    _check_layer(fn, layer, _DECODER_LAYER)
+    a, self_cache = multi_head_attention(y, y, layer["self_attn"], num_heads, mask=self_mask)
+    h1, _ = layer_norm(y + a, layer["norm_1"]["gamma"], layer["norm_1"]["beta"], eps)
+    c, cross_cache = multi_head_attention(  # (B, T, d)
+        h1, memory, layer["cross_attn"], num_heads, mask=memory_mask
+    )
+    h2, _ = layer_norm(h1 + c, layer["norm_2"]["gamma"], layer["norm_2"]["beta"], eps)
+    f, _ = feed_forward(h2, layer["ffn"], activation="relu")  # (B, T, d)
+    out, _ = layer_norm(h2 + f, layer["norm_3"]["gamma"], layer["norm_3"]["beta"], eps)
+    return out, DecoderLayerCache(self_cache, cross_cache, h1, h2)
+
+
+def encode(src_tokens, params, config: EncoderDecoderConfig, src_pad=None):
+    """The encoder stack: memory = [LN_final](layer_N(... layer_1(embed(src)))).
+
+    Shapes: src_tokens (B, S) ids; src_pad (B, S) bool, True = real token (None: no padding).
+    Rows of ``memory`` at padded positions are computed but never read by the decoder.
+    Returns (memory (B, S, d), list of EncoderLayerCache).
+    """
+    fn = "encode"
+    _check_params(fn, params, config)
+    src_tokens = _check_tokens(fn, "src_tokens", src_tokens, config.vocab_size)
+    src_pad = _check_src_pad(fn, src_pad, src_tokens.shape)
+    mask = None if src_pad is None else key_padding_to_scores(src_pad)  # (B, 1, 1, S)
+    x = embed(src_tokens, params["embedding"])  # (B, S, d)
+    caches = []
+    for layer in params["encoder"]:
+        x, cache = encoder_layer(x, layer, config.num_heads, mask, config.eps)
+        caches.append(cache)
+    if config.final_norm:
+        norm = params["encoder_norm"]
+        x, _ = layer_norm(x, norm["gamma"], norm["beta"], config.eps)
+    return x, caches
+
+
+def decode(tgt_tokens, memory, params, config: EncoderDecoderConfig, src_pad=None):
+    """The decoder stack on target tokens, reading the encoder's ``memory``.
+
+    Shapes: tgt_tokens (B, T) ids (the target shifted right: it starts with the start token);
+    memory (B, S, d); src_pad (B, S) bool, True = real source token. Self-attention is causal;
+    cross-attention ignores padded source positions. Right-padded targets need no mask of their
+    own: the causal mask already hides every later position from each query.
+    Returns (hidden (B, T, d), list of DecoderLayerCache).
+    """
+    fn = "decode"
+    _check_params(fn, params, config)
+    tgt_tokens = _check_tokens(fn, "tgt_tokens", tgt_tokens, config.vocab_size)
+    memory = float_array(fn, "memory", memory)
+    B, T = tgt_tokens.shape
+    if memory.ndim != 3 or memory.shape[0] != B or memory.shape[2] != config.d_model:
+        raise ValueError(
+            f"{fn}: memory must have shape (B, S, d) = ({B}, S, {config.d_model}) to match "
+            f"tgt_tokens of shape {tgt_tokens.shape}, got {memory.shape}"
+        )
+    src_pad = _check_src_pad(fn, src_pad, memory.shape[:2])
+    self_mask = causal_mask(T)  # (T, T)
+    memory_mask = None if src_pad is None else key_padding_to_scores(src_pad)  # (B, 1, 1, S)
+    y = embed(tgt_tokens, params["embedding"])  # (B, T, d)
+    caches = []
+    for layer in params["decoder"]:
+        y, cache = decoder_layer(
+            y, memory, layer, config.num_heads, self_mask, memory_mask, config.eps
+        )
+        caches.append(cache)
+    if config.final_norm:
+        norm = params["decoder_norm"]
+        y, _ = layer_norm(y, norm["gamma"], norm["beta"], config.eps)
+    return y, caches
+
+
+class EncoderDecoderCache(NamedTuple):
+    """Intermediate results of :func:`encoder_decoder_forward`, for inspection."""
+
+    memory: np.ndarray  # (B, S, d) the encoder's output
+    hidden: np.ndarray  # (B, T, d) the decoder's output, before the projection
+    encoder: list  # one EncoderLayerCache per encoder layer
+    decoder: list  # one DecoderLayerCache per decoder layer
+
+
+def encoder_decoder_forward(
+    src_tokens, tgt_tokens, params, config: EncoderDecoderConfig, src_pad=None
+):
+    """Logits of the next target token at every target position (teacher forcing).
+
+    logits = decode(tgt, encode(src)) @ E^T with the tied embedding E (no bias): position t
+    scores the token that follows tgt[:, :t + 1].
+
+    Shapes: src_tokens (B, S), tgt_tokens (B, T) integer ids; src_pad (B, S) bool, True = real
+    source token. Returns (logits (B, T, vocab_size), EncoderDecoderCache).
+    """
+    memory, enc_caches = encode(src_tokens, params, config, src_pad)  # (B, S, d)
+    hidden, dec_caches = decode(tgt_tokens, memory, params, config, src_pad)  # (B, T, d)
+    logits = hidden @ params["embedding"].T  # (B, T, vocab_size)
+    return logits, EncoderDecoderCache(memory, hidden, enc_caches, dec_caches)
+
+
+class Generation(NamedTuple):
+    """The output of :func:`greedy_generate`."""
+
+    tokens: np.ndarray  # (B, 1 + num_steps) the start token, then the chosen tokens
+    logits: np.ndarray  # (B, num_steps, vocab_size) the scores each choice came from
+
+
+def greedy_generate(
+    src_tokens, params, config: EncoderDecoderConfig, start_token: int, num_steps: int, src_pad=None
+) -> Generation:
+    """Generate ``num_steps`` tokens greedily: pick the arg max, feed its embedding back.
+
+    The source is encoded once. At step t the decoder runs on the prefix of t + 1 tokens (no
+    KV cache: chapter 09 adds one), the last position's logits pick the next token, and that
+    token id is appended, so that its embedding is the next step's newest input.
+
+    Shapes: src_tokens (B, S), src_pad (B, S) bool or None. Returns a Generation with
+    tokens (B, 1 + num_steps) and logits (B, num_steps, vocab_size).
+    """
+    fn = "greedy_generate"
+    _check_params(fn, params, config)
+    src_tokens = _check_tokens(fn, "src_tokens", src_tokens, config.vocab_size)
+    try:
+        start_token = operator.index(start_token)
+        num_steps = operator.index(num_steps)
+    except TypeError:
+        raise ValueError(
+            f"{fn}: start_token and num_steps must be integers, got {start_token!r} and "
+            f"{num_steps!r}"
+        ) from None
+    if not 0 <= start_token < config.vocab_size:
+        raise ValueError(
+            f"{fn}: start_token={start_token} is outside the vocabulary "
+            f"[0, {config.vocab_size - 1}]"
+        )
+    if num_steps < 1:
+        raise ValueError(f"{fn}: num_steps must be >= 1, got {num_steps}")
+    memory, _ = encode(src_tokens, params, config, src_pad)  # (B, S, d)
+    B = src_tokens.shape[0]
+    tokens = np.full((B, 1), start_token, dtype=np.int64)  # (B, 1)
+    step_logits = []
+    for _ in range(num_steps):
+        hidden, _ = decode(tokens, memory, params, config, src_pad)  # (B, t + 1, d)
+        logits = hidden[:, -1] @ params["embedding"].T  # (B, vocab_size)
+        step_logits.append(logits)
+        chosen = logits.argmax(axis=-1)  # (B,)
+        tokens = np.concatenate([tokens, chosen[:, None]], axis=1)  # (B, t + 2)
+    return Generation(tokens, np.stack(step_logits, axis=1))  # (B, n, vocab_size)

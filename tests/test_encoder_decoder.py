@@ -1,0 +1,513 @@
+"""Tests of npformer.encoder_decoder: torch.nn.Transformer with copied weights, parameter
+counts in closed form, masking properties, greedy generation, bad inputs."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from npformer.encoder_decoder import (
+    BASE_2017,
+    EncoderDecoderConfig,
+    count_parameters,
+    decode,
+    embed,
+    encode,
+    encoder_decoder_forward,
+    greedy_generate,
+    init_encoder_decoder_params,
+    named_parameters,
+    parameter_count,
+)
+from npformer.masks import padding_mask
+
+SMALL = EncoderDecoderConfig(
+    vocab_size=13, d_model=16, num_heads=4, d_ff=24, num_encoder_layers=2, num_decoder_layers=2
+)
+
+
+def random_model(config, seed):
+    """Parameters with every entry random (biases, gammas and betas too), float64."""
+    rng = np.random.default_rng(seed)
+    params = init_encoder_decoder_params(config, rng)
+    for _, p in named_parameters(params):
+        p += 0.2 * rng.standard_normal(p.shape)
+    return params
+
+
+def random_batch(config, seed, B=3, S=7, T=5):
+    rng = np.random.default_rng(seed + 1000)
+    src = rng.integers(0, config.vocab_size, (B, S))
+    tgt = rng.integers(0, config.vocab_size, (B, T))
+    lengths = rng.integers(1, S + 1, B)
+    lengths[0] = S  # one full row, the others padded
+    return src, tgt, lengths
+
+
+# ---------------------------------------------------------------------------------------------
+# torch.nn.Transformer with the same weights (torch alone on the reference side)
+# ---------------------------------------------------------------------------------------------
+
+
+def torch_reference(config, params, fast_path_encoder=False):
+    """A torch twin: nn.Embedding + sinusoids + nn.Transformer + tied projection."""
+    torch = pytest.importorskip("torch")
+    kw = dict(dropout=0.0, batch_first=True, dtype=torch.float64)
+    custom = None
+    if fast_path_encoder:
+        layer = torch.nn.TransformerEncoderLayer(
+            config.d_model, config.num_heads, config.d_ff, layer_norm_eps=config.eps, **kw
+        )
+        custom = torch.nn.TransformerEncoder(
+            layer,
+            config.num_encoder_layers,
+            norm=torch.nn.LayerNorm(config.d_model, eps=config.eps, dtype=torch.float64),
+            enable_nested_tensor=False,
+        )
+    model = torch.nn.Transformer(
+        d_model=config.d_model,
+        nhead=config.num_heads,
+        num_encoder_layers=config.num_encoder_layers,
+        num_decoder_layers=config.num_decoder_layers,
+        dim_feedforward=config.d_ff,
+        layer_norm_eps=config.eps,
+        custom_encoder=custom,
+        **kw,
+    )
+    emb = torch.nn.Embedding(config.vocab_size, config.d_model, dtype=torch.float64)
+
+    def t(a):
+        return torch.from_numpy(np.ascontiguousarray(a))
+
+    def attn(m, a):
+        m.in_proj_weight.copy_(t(np.concatenate([a["W_q"].T, a["W_k"].T, a["W_v"].T])))
+        m.in_proj_bias.copy_(t(np.concatenate([a["b_q"], a["b_k"], a["b_v"]])))
+        m.out_proj.weight.copy_(t(a["W_o"].T))
+        m.out_proj.bias.copy_(t(a["b_o"]))
+
+    def norm(m, n):
+        m.weight.copy_(t(n["gamma"]))
+        m.bias.copy_(t(n["beta"]))
+
+    def ffn(m, f):
+        m.linear1.weight.copy_(t(f["W_1"].T))
+        m.linear1.bias.copy_(t(f["b_1"]))
+        m.linear2.weight.copy_(t(f["W_2"].T))
+        m.linear2.bias.copy_(t(f["b_2"]))
+
+    with torch.no_grad():
+        emb.weight.copy_(t(params["embedding"]))
+        for m, p in zip(model.encoder.layers, params["encoder"], strict=True):
+            attn(m.self_attn, p["self_attn"])
+            norm(m.norm1, p["norm_1"])
+            ffn(m, p["ffn"])
+            norm(m.norm2, p["norm_2"])
+        for m, p in zip(model.decoder.layers, params["decoder"], strict=True):
+            attn(m.self_attn, p["self_attn"])
+            norm(m.norm1, p["norm_1"])
+            attn(m.multihead_attn, p["cross_attn"])
+            norm(m.norm2, p["norm_2"])
+            ffn(m, p["ffn"])
+            norm(m.norm3, p["norm_3"])
+        norm(model.encoder.norm, params["encoder_norm"])
+        norm(model.decoder.norm, params["decoder_norm"])
+    model.eval()
+    d = config.d_model
+
+    def positions(n):
+        pos = torch.arange(n, dtype=torch.float64)[:, None]
+        omega = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+        pe = torch.zeros(n, d, dtype=torch.float64)
+        pe[:, 0::2] = torch.sin(pos * omega)
+        pe[:, 1::2] = torch.cos(pos * omega)
+        return pe
+
+    def forward(src, tgt, lengths):
+        src, tgt, lengths = torch.from_numpy(src), torch.from_numpy(tgt), torch.from_numpy(lengths)
+        x = emb(src) * math.sqrt(d) + positions(src.shape[1])
+        y = emb(tgt) * math.sqrt(d) + positions(tgt.shape[1])
+        ignore = torch.arange(src.shape[1])[None, :] >= lengths[:, None]  # True = padding
+        causal = torch.nn.Transformer.generate_square_subsequent_mask(
+            tgt.shape[1], dtype=torch.float64
+        )
+        h = model(
+            x,
+            y,
+            tgt_mask=causal,
+            src_key_padding_mask=ignore,
+            memory_key_padding_mask=ignore,
+            tgt_is_causal=True,
+        )
+        return (h @ emb.weight.T).detach().numpy()
+
+    return forward
+
+
+CONFIGS = [
+    SMALL,
+    EncoderDecoderConfig(11, 8, 2, 32, 1, 3),
+    EncoderDecoderConfig(17, 24, 6, 40, 3, 1),
+    # one head: torch warns at construction that its nested-tensor path needs an even h
+    pytest.param(
+        EncoderDecoderConfig(9, 12, 1, 12, 1, 1),
+        marks=pytest.mark.filterwarnings("ignore:enable_nested_tensor is True:UserWarning"),
+    ),
+]
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_equals_torch_transformer(config, seed):
+    params = random_model(config, seed)
+    src, tgt, lengths = random_batch(config, seed)
+    ours, _ = encoder_decoder_forward(src, tgt, params, config, padding_mask(lengths, src.shape[1]))
+    theirs = torch_reference(config, params)(src, tgt, lengths)
+    assert np.abs(ours - theirs).max() < 1e-10
+
+
+@given(
+    heads=st.sampled_from([2, 4]),
+    width_per_head=st.sampled_from([2, 4]),
+    layers=st.tuples(st.integers(1, 2), st.integers(1, 2)),
+    B=st.integers(1, 3),
+    S=st.integers(1, 6),
+    T=st.integers(1, 5),
+    seed=st.integers(0, 2**16),
+)
+def test_equals_torch_on_random_shapes(heads, width_per_head, layers, B, S, T, seed):
+    config = EncoderDecoderConfig(7, heads * width_per_head, heads, 12, *layers)
+    params = random_model(config, seed)
+    rng = np.random.default_rng(seed)
+    src = rng.integers(0, 7, (B, S))
+    tgt = rng.integers(0, 7, (B, T))
+    lengths = rng.integers(1, S + 1, B)
+    ours, _ = encoder_decoder_forward(src, tgt, params, config, padding_mask(lengths, S))
+    theirs = torch_reference(config, params)(src, tgt, lengths)
+    assert np.abs(ours - theirs).max() < 1e-10
+
+
+def test_equals_torch_fast_path(monkeypatch):
+    """Under inference mode torch's encoder layers take their fused kernel: same answer."""
+    torch = pytest.importorskip("torch")
+    calls = []
+    fused = torch._transformer_encoder_layer_fwd
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return fused(*args, **kwargs)
+
+    monkeypatch.setattr(torch, "_transformer_encoder_layer_fwd", counting)
+    params = random_model(SMALL, 3)
+    src, tgt, lengths = random_batch(SMALL, 3)
+    forward = torch_reference(SMALL, params, fast_path_encoder=True)
+    with torch.inference_mode():
+        theirs = forward(src, tgt, lengths)
+    assert len(calls) == SMALL.num_encoder_layers
+    ours, _ = encoder_decoder_forward(src, tgt, params, SMALL, padding_mask(lengths, src.shape[1]))
+    assert np.abs(ours - theirs).max() < 1e-10
+
+
+def test_batch_of_one_and_length_one_equal_torch():
+    params = random_model(SMALL, 4)
+    src = np.array([[3]])
+    tgt = np.array([[5]])
+    lengths = np.array([1])
+    ours, _ = encoder_decoder_forward(src, tgt, params, SMALL, padding_mask(lengths, 1))
+    theirs = torch_reference(SMALL, params)(src, tgt, lengths)
+    assert ours.shape == (1, 1, SMALL.vocab_size)
+    assert np.abs(ours - theirs).max() < 1e-10
+
+
+# ---------------------------------------------------------------------------------------------
+# Parameter counts
+# ---------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("config", CONFIGS)
+@pytest.mark.parametrize("final_norm", [True, False])
+def test_closed_form_count_equals_the_tensors(config, final_norm):
+    config = dataclasses.replace(config, final_norm=final_norm)
+    params = init_encoder_decoder_params(config, np.random.default_rng(0))
+    counts = parameter_count(config)
+    assert counts["total"] == count_parameters(params)
+    assert counts["embedding"] == params["embedding"].size
+    assert counts["decoder_layer"] == count_parameters(params["decoder"][0])
+    assert counts["encoder_layer"] == count_parameters(params["encoder"][0])
+
+
+def test_layer_closed_forms_at_d_ff_4d():
+    for d in (8, 64, 512):
+        config = EncoderDecoderConfig(10, d, 4, 4 * d, 1, 1)
+        counts = parameter_count(config)
+        assert counts["encoder_layer"] == 12 * d * d + 13 * d
+        assert counts["decoder_layer"] == 16 * d * d + 19 * d
+
+
+def test_base_2017_count():
+    counts = parameter_count(BASE_2017)
+    assert counts["total"] == 63_084_544
+    assert counts["embedding"] == 37_000 * 512
+    assert parameter_count(dataclasses.replace(BASE_2017, final_norm=False))["total"] == 63_082_496
+
+
+def test_count_equals_torch_transformer_plus_embedding():
+    torch = pytest.importorskip("torch")
+    model = torch.nn.Transformer(
+        d_model=512,
+        nhead=8,
+        num_encoder_layers=6,
+        num_decoder_layers=6,
+        dim_feedforward=2048,
+        batch_first=True,
+        device="meta",
+    )
+    stack = sum(p.numel() for p in model.parameters())
+    assert stack + 37_000 * 512 == parameter_count(BASE_2017)["total"]
+
+
+def test_named_parameters_are_the_dicts_own_arrays():
+    params = init_encoder_decoder_params(SMALL, np.random.default_rng(0))
+    names = dict(named_parameters(params))
+    assert "decoder.1.cross_attn.W_q" in names and "encoder_norm.gamma" in names
+    names["decoder.1.cross_attn.W_q"][0, 0] = 123.0
+    assert params["decoder"][1]["cross_attn"]["W_q"][0, 0] == 123.0
+
+
+# ---------------------------------------------------------------------------------------------
+# Properties
+# ---------------------------------------------------------------------------------------------
+
+
+def test_embedding_scale_and_positions():
+    """embed(x)[t] = sqrt(d) E[x_t] + PE[t], with PE written out here from its formula."""
+    params = random_model(SMALL, 0)
+    tokens = np.array([[1, 1, 4]])
+    x = embed(tokens, params["embedding"])
+    d = SMALL.d_model
+    omega = 10000.0 ** (-np.arange(0, d, 2) / d)
+    pe = np.empty((3, d))
+    pe[:, 0::2] = np.sin(np.arange(3)[:, None] * omega)
+    pe[:, 1::2] = np.cos(np.arange(3)[:, None] * omega)
+    expected = math.sqrt(d) * params["embedding"][tokens[0]] + pe
+    np.testing.assert_allclose(x[0], expected, rtol=0, atol=1e-13)
+
+
+def test_padded_source_tokens_change_nothing():
+    params = random_model(SMALL, 5)
+    src, tgt, lengths = random_batch(SMALL, 5)
+    pad = padding_mask(lengths, src.shape[1])
+    before, cache = encoder_decoder_forward(src, tgt, params, SMALL, pad)
+    src2 = np.where(pad, src, (src + 1) % SMALL.vocab_size)
+    assert (src2 != src).any()
+    after, _ = encoder_decoder_forward(src2, tgt, params, SMALL, pad)
+    np.testing.assert_array_equal(before, after)
+    for layer in cache.decoder:
+        w = layer.cross_attn.attention.weights  # (B, h, T, S)
+        assert np.all(w[~np.broadcast_to(pad[:, None, None, :], w.shape)] == 0.0)
+        np.testing.assert_allclose(w.sum(-1), 1.0, atol=1e-12)
+
+
+def test_later_target_tokens_do_not_change_earlier_logits():
+    params = random_model(SMALL, 6)
+    src, tgt, lengths = random_batch(SMALL, 6)
+    pad = padding_mask(lengths, src.shape[1])
+    before, _ = encoder_decoder_forward(src, tgt, params, SMALL, pad)
+    for t in range(tgt.shape[1]):
+        changed = tgt.copy()
+        changed[:, t] = (changed[:, t] + 1) % SMALL.vocab_size
+        after, _ = encoder_decoder_forward(src, changed, params, SMALL, pad)
+        np.testing.assert_array_equal(after[:, :t], before[:, :t])
+        assert np.abs(after[:, t] - before[:, t]).max() > 1e-6
+
+
+def test_greedy_generation_equals_teacher_forcing_on_its_own_tokens():
+    params = random_model(SMALL, 7)
+    src, _, lengths = random_batch(SMALL, 7)
+    pad = padding_mask(lengths, src.shape[1])
+    gen = greedy_generate(src, params, SMALL, start_token=0, num_steps=6, src_pad=pad)
+    assert gen.tokens.shape == (3, 7) and gen.logits.shape == (3, 6, SMALL.vocab_size)
+    assert np.all(gen.tokens[:, 0] == 0)
+    forced, _ = encoder_decoder_forward(src, gen.tokens[:, :-1], params, SMALL, pad)
+    np.testing.assert_allclose(gen.logits, forced, rtol=0, atol=1e-12)
+    np.testing.assert_array_equal(gen.tokens[:, 1:], forced.argmax(-1))
+
+
+def test_encode_decode_compose_to_the_forward():
+    params = random_model(SMALL, 8)
+    src, tgt, lengths = random_batch(SMALL, 8)
+    pad = padding_mask(lengths, src.shape[1])
+    memory, _ = encode(src, params, SMALL, pad)
+    hidden, _ = decode(tgt, memory, params, SMALL, pad)
+    logits, cache = encoder_decoder_forward(src, tgt, params, SMALL, pad)
+    np.testing.assert_array_equal(cache.memory, memory)
+    np.testing.assert_array_equal(logits, hidden @ params["embedding"].T)
+
+
+def test_without_final_norm_runs_and_differs():
+    config = dataclasses.replace(SMALL, final_norm=False)
+    params = random_model(config, 9)
+    assert "encoder_norm" not in params
+    src, tgt, lengths = random_batch(config, 9)
+    logits, _ = encoder_decoder_forward(src, tgt, params, config)
+    assert logits.shape == (3, 5, config.vocab_size) and np.isfinite(logits).all()
+
+
+# ---------------------------------------------------------------------------------------------
+# Bad inputs
+# ---------------------------------------------------------------------------------------------
+
+
+def test_token_ids_out_of_vocabulary():
+    params = random_model(SMALL, 0)
+    src, tgt, lengths = random_batch(SMALL, 0)
+    bad = src.copy()
+    bad[1, 2] = SMALL.vocab_size
+    with pytest.raises(ValueError, match=r"src_tokens of shape \(3, 7\).*\[0, 12\]"):
+        encoder_decoder_forward(bad, tgt, params, SMALL)
+    bad = tgt.copy()
+    bad[0, 0] = -1
+    with pytest.raises(ValueError, match=r"tgt_tokens of shape \(3, 5\).*outside the vocabulary"):
+        encoder_decoder_forward(src, bad, params, SMALL)
+    with pytest.raises(ValueError, match=r"integer array.*float64.*\(3, 7\)"):
+        encoder_decoder_forward(src.astype(float), tgt, params, SMALL)
+    with pytest.raises(ValueError, match=r"shape \(B, T\).*\(7,\)"):
+        encoder_decoder_forward(src[0], tgt, params, SMALL)
+    with pytest.raises(ValueError, match=r"tokens of shape \(1, 1\).*embedding of shape \(13, d\)"):
+        embed(np.array([[13]]), params["embedding"])
+
+
+def test_source_mask_shape_and_dtype():
+    params = random_model(SMALL, 0)
+    src, tgt, lengths = random_batch(SMALL, 0)
+    with pytest.raises(ValueError, match=r"source \(3, 7\).*shape \(3, 6\)"):
+        encoder_decoder_forward(src, tgt, params, SMALL, padding_mask(lengths, 7)[:, :6])
+    with pytest.raises(ValueError, match=r"dtype int64 with shape \(3, 7\)"):
+        encoder_decoder_forward(src, tgt, params, SMALL, padding_mask(lengths, 7).astype(np.int64))
+    empty = padding_mask(np.array([7, 0, 3]), 7)
+    with pytest.raises(ValueError, match=r"src_pad of shape \(3, 7\) leaves sequences \[1\]"):
+        encoder_decoder_forward(src, tgt, params, SMALL, empty)
+
+
+def test_config_d_not_divisible_by_heads_and_other_sizes():
+    with pytest.raises(ValueError, match=r"d_model=10 must be a positive multiple of num_heads=4"):
+        EncoderDecoderConfig(13, 10, 4, 24, 1, 1)
+    with pytest.raises(ValueError, match=r"d_model=9 must be even"):
+        EncoderDecoderConfig(13, 9, 3, 24, 1, 1)
+    with pytest.raises(ValueError, match=r"num_encoder_layers must be positive, got 0"):
+        EncoderDecoderConfig(13, 8, 2, 24, 0, 1)
+    with pytest.raises(ValueError, match=r"vocab_size must be an integer"):
+        EncoderDecoderConfig(13.0, 8, 2, 24, 1, 1)
+    with pytest.raises(ValueError, match=r"EncoderDecoderConfig, got dict"):
+        parameter_count({"d_model": 8})
+    with pytest.raises(ValueError, match=r"EncoderDecoderConfig, got dict"):
+        init_encoder_decoder_params({"d_model": 8}, np.random.default_rng(0))
+
+
+def test_params_that_do_not_match_the_config():
+    params = random_model(SMALL, 0)
+    src, tgt, _ = random_batch(SMALL, 0)
+    other = dataclasses.replace(SMALL, vocab_size=14)
+    with pytest.raises(ValueError, match=r"\(vocab_size, d_model\) = \(14, 16\), got \(13, 16\)"):
+        encoder_decoder_forward(src, tgt, params, other)
+    deeper = dataclasses.replace(SMALL, num_decoder_layers=3)
+    with pytest.raises(ValueError, match=r"params\['decoder'\] must be a list of 3 layers, got 2"):
+        encoder_decoder_forward(src, tgt, params, deeper)
+    no_norm = {k: v for k, v in params.items() if k != "decoder_norm"}
+    with pytest.raises(ValueError, match=r"final_norm is True but params lack the final norms"):
+        encoder_decoder_forward(src, tgt, no_norm, SMALL)
+
+
+def test_decode_memory_shape():
+    params = random_model(SMALL, 0)
+    src, tgt, _ = random_batch(SMALL, 0)
+    memory, _ = encode(src, params, SMALL)
+    with pytest.raises(ValueError, match=r"memory must have shape \(B, S, d\) = \(3, S, 16\).*"):
+        decode(tgt, memory[:2], params, SMALL)
+    with pytest.raises(ValueError, match=r"\(3, S, 16\).*got \(3, 7, 8\)"):
+        decode(tgt, memory[..., :8], params, SMALL)
+
+
+def test_generation_arguments():
+    params = random_model(SMALL, 0)
+    src, _, _ = random_batch(SMALL, 0)
+    with pytest.raises(ValueError, match=r"start_token=13 is outside the vocabulary \[0, 12\]"):
+        greedy_generate(src, params, SMALL, start_token=13, num_steps=2)
+    with pytest.raises(ValueError, match=r"num_steps must be >= 1, got 0"):
+        greedy_generate(src, params, SMALL, start_token=0, num_steps=0)
+    with pytest.raises(ValueError, match=r"must be integers"):
+        greedy_generate(src, params, SMALL, start_token=0.5, num_steps=2)
+
+
+def test_wrong_head_count_in_a_layer_is_caught_by_the_attention():
+    """d % h is checked by the config; multi-head attention checks it again for a bare layer."""
+    from npformer.encoder_decoder import encoder_layer
+
+    params = random_model(SMALL, 0)
+    x = np.zeros((2, 3, 16))
+    with pytest.raises(ValueError, match=r"d_model=16 must be a positive multiple of num_heads=3"):
+        encoder_layer(x, params["encoder"][0], num_heads=3)
+
+
+def test_config_rejects_a_non_positive_eps_and_forward_a_non_config():
+    with pytest.raises(ValueError, match=r"EncoderDecoderConfig: eps must be positive, got 0.0"):
+        EncoderDecoderConfig(13, 8, 2, 24, 1, 1, eps=0.0)
+    params = random_model(SMALL, 0)
+    src, _, _ = random_batch(SMALL, 0)
+    with pytest.raises(ValueError, match=r"encode: config must be an EncoderDecoderConfig"):
+        encode(src, params, {"d_model": 16})
+
+
+def test_embedding_of_the_wrong_rank_or_dtype():
+    params = random_model(SMALL, 0)
+    src, tgt, _ = random_batch(SMALL, 0)
+    with pytest.raises(
+        ValueError, match=r"embed: embedding must have shape \(vocab_size, d\), got"
+    ):
+        embed(src, np.zeros((13, 16, 2)))
+    as_int = dict(params, embedding=params["embedding"].astype(np.int64))
+    with pytest.raises(ValueError, match=r"params\['embedding'\] must be a floating.*\(13, 16\)"):
+        encoder_decoder_forward(src, tgt, as_int, SMALL)
+    with pytest.raises(ValueError, match=r"params\['embedding'\] must have shape .* got None"):
+        encode(src, [params], SMALL)
+
+
+def test_layers_reject_bad_streams_and_incomplete_layers():
+    from npformer.encoder_decoder import decoder_layer, encoder_layer
+
+    params = random_model(SMALL, 0)
+    enc, dec = params["encoder"][0], params["decoder"][0]
+    x, y = np.zeros((2, 7, 16)), np.zeros((2, 5, 16))
+    with pytest.raises(
+        ValueError, match=r"encoder_layer: x must have shape \(B, S, d\), got .*\(7, 16\)"
+    ):
+        encoder_layer(x[0], enc, 4)
+    with pytest.raises(
+        ValueError, match=r"encoder_layer: x must be a floating.*int64.*\(2, 7, 16\)"
+    ):
+        encoder_layer(x.astype(np.int64), enc, 4)
+    with pytest.raises(
+        ValueError, match=r"encoder_layer: layer\['norm_2'\] lacks \['gamma', 'beta'\]"
+    ):
+        encoder_layer(x, {k: v for k, v in enc.items() if k != "norm_2"}, 4)
+    no_b2 = dict(enc, ffn={k: v for k, v in enc["ffn"].items() if k != "b_2"})
+    with pytest.raises(ValueError, match=r"encoder_layer: layer\['ffn'\] lacks \['b_2'\]"):
+        encoder_layer(x, no_b2, 4)
+    with pytest.raises(ValueError, match=r"encoder_layer: layer must be a dict .*got list"):
+        encoder_layer(x, [enc], 4)
+    with pytest.raises(
+        ValueError, match=r"decoder_layer: memory must have shape \(B, S, d\).*\(7, 16\)"
+    ):
+        decoder_layer(y, x[0], dec, 4)
+    with pytest.raises(
+        ValueError, match=r"decoder_layer: y must have shape \(B, T, d\).*\(5, 16\)"
+    ):
+        decoder_layer(y[0], x, dec, 4)
+    with pytest.raises(ValueError, match=r"decoder_layer: layer\['cross_attn'\] lacks \['W_q'"):
+        decoder_layer(y, x, {k: v for k, v in dec.items() if k != "cross_attn"}, 4)
+    out, cache = decoder_layer(y, x, dec, 4)  # the complete layer runs
+    assert out.shape == (2, 5, 16) and cache.cross_attn.attention.weights.shape == (2, 4, 5, 7)
