@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 
 from npformer.attention import AttentionCache, scaled_dot_product_attention
-from npformer.validation import divisible, float_array, same_dtype
+from npformer.validation import bool_mask, divisible, float_array, same_dtype
 
 #: The parameter names of one multi-head attention layer, in the order Q, K, V, output.
 WEIGHT_NAMES = ("W_q", "W_k", "W_v", "W_o")
@@ -141,16 +141,7 @@ def multi_head_attention(X_q, X_kv, params, num_heads: int, mask=None, scale: bo
     divisible(fn, d, num_heads)
     _check_params(fn, params, d, X_q.dtype)
     if mask is not None:
-        m = np.asarray(mask)
-        try:
-            ok = np.broadcast_shapes(m.shape, (B, num_heads, T, S)) == (B, num_heads, T, S)
-        except ValueError:
-            ok = False
-        if not ok or m.dtype != np.bool_:
-            raise ValueError(
-                f"{fn}: mask must be boolean and broadcast to (B, h, T, S) = "
-                f"{(B, num_heads, T, S)}, got dtype {m.dtype} with shape {m.shape}"
-            )
+        mask = bool_mask(fn, mask, (B, num_heads, T, S), "(B, h, T, S) =")
 
     Q = split_heads(X_q @ params["W_q"] + params["b_q"], num_heads)  # (B, h, T, d_h)
     K = split_heads(X_kv @ params["W_k"] + params["b_k"], num_heads)  # (B, h, S, d_h)

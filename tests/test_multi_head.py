@@ -250,7 +250,8 @@ def test_multi_head_attention_rejects_bad_inputs():
         multi_head_attention(X, X, dict(p, W_q=p["W_q"].astype(np.float32)), 2)
     with pytest.raises(ValueError, match="inputs must share one dtype"):
         multi_head_attention(X, X.astype(np.float32), p, 2)
-    with pytest.raises(ValueError, match=r"\(B, h, T, S\) = \(2, 2, 3, 3\).*shape \(4, 4\)"):
+    not_broadcast = r"mask of shape \(4, 4\) does not broadcast to \(B, h, T, S\) = \(2, 2, 3, 3\)"
+    with pytest.raises(ValueError, match=rf"{fn}: {not_broadcast}"):
         multi_head_attention(X, X, p, 2, mask=np.ones((4, 4), dtype=bool))
-    with pytest.raises(ValueError, match=r"\(2, 2, 3, 3\), got dtype int64 with shape \(3, 3\)"):
+    with pytest.raises(ValueError, match=rf"{fn}: mask must be boolean.*int64 with shape \(3, 3\)"):
         multi_head_attention(X, X, p, 2, mask=np.ones((3, 3), dtype=np.int64))

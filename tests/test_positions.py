@@ -332,3 +332,13 @@ def test_attention_with_bias_rejects_bad_shapes():
         attention_with_bias(Q, np.zeros((3, 4, 6)), np.zeros((3, 4, 6)), np.zeros((4, 4)))
     with pytest.raises(ValueError, match=r"bias must be a floating array.*\(4, 4\)"):
         attention_with_bias(Q, Q, Q, np.zeros((4, 4), dtype=np.int64))
+
+
+def test_unscaled_variants_equal_unscaled_plain_attention():
+    rng = np.random.default_rng(6)
+    Q, K, V = rng.standard_normal((3, 2, 5, 4))
+    ref, _ = scaled_dot_product_attention(Q, K, V, scale=False)
+    zero = np.zeros((5, 4))  # k = 2: five zero relative vectors
+    np.testing.assert_allclose(shaw_attention(Q, K, V, zero, zero, scale=False)[0], ref, atol=1e-12)
+    out, _ = attention_with_bias(Q, K, V, np.zeros((5, 5)), scale=False)
+    np.testing.assert_allclose(out, ref, atol=1e-12)
