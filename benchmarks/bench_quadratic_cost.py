@@ -1,0 +1,114 @@
+"""Chapter 08: blocked online-softmax attention against naive attention and torch's SDPA.
+
+One head, d_h = 64, float64, causal, one thread. Ratios (baseline over blocked, higher is better):
+
+- blocked_vs_naive_time_T2048: the package's own ``scaled_dot_product_attention`` with
+  ``causal_mask(T)`` (built beforehand), unchanged, over ``blocked_attention``. Target >= 3.
+- blocked_vs_naive_memory_T8192: peak extra bytes seen by tracemalloc, naive over blocked, with
+  every input (Q, K, V and the mask) allocated beforehand. The two bounds of the issue, blocked
+  <= 4 x the bytes of Q, K, V and the output, and naive >= 8 T^2 bytes, give target 8; each
+  bound is also reported on its own line (budget over use, and use over the floor, both >= 1).
+- blocked_vs_torch_sdpa_time_T2048: ``torch.nn.functional.scaled_dot_product_attention`` with
+  ``is_causal=True`` on the same (T, d_h) arrays. For inputs of rank < 4 torch runs its
+  unfused "math" kernel (printed below). Target >= 2.
+- blocked_vs_torch_sdpa_fused_time_T2048: the same call on a (1, 1, T, d_h) view, which torch
+  sends to its fused flash-attention kernel. That kernel does the same tiled work in C++; the
+  honest target is parity within 25% (>= 0.8), not a multiple.
+"""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import numpy as np
+from harness import median_time_ratio
+
+from npformer.attention import scaled_dot_product_attention
+from npformer.blocked_attention import blocked_attention
+from npformer.masks import causal_mask
+
+D_H = 64
+PAIRS = 11
+
+
+def peak_extra_bytes(fn) -> int:
+    """Peak bytes allocated while ``fn()`` runs, above what was allocated before it started."""
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        before = tracemalloc.get_traced_memory()[0]
+        result = fn()
+        peak = tracemalloc.get_traced_memory()[1]
+        del result
+    finally:
+        tracemalloc.stop()
+    return peak - before
+
+
+def inputs(T: int, seed: int):
+    rng = np.random.default_rng(seed)
+    return tuple(rng.standard_normal((T, D_H)) for _ in range(3))  # Q, K, V: (T, d_h) each
+
+
+def time_ratios(report) -> None:
+    T = 2048
+    Q, K, V = inputs(T, seed=0)
+    mask = causal_mask(T)  # (T, T) bool, an input of the naive call
+    naive = lambda: scaled_dot_product_attention(Q, K, V, mask)
+    blocked = lambda: blocked_attention(Q, K, V)
+    err = np.abs(naive()[0] - blocked()[0]).max()
+    assert err < 1e-12, f"blocked differs from naive by {err:.2e}"
+    ratio, t_naive, t_blocked = median_time_ratio(naive, blocked, pairs=PAIRS)
+    print(f"T={T}: naive {t_naive * 1e3:.1f} ms, blocked {t_blocked * 1e3:.1f} ms (medians)")
+    report("blocked_vs_naive_time_T2048", ratio, 3)
+
+    import torch
+    from torch.nn.attention import SDPBackend
+
+    torch.set_num_threads(1)
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    q, k, v = (torch.from_numpy(x) for x in (Q, K, V))  # (T, d_h), sharing memory
+    q4, k4, v4 = (x.view(1, 1, T, D_H) for x in (q, k, v))  # (B=1, h=1, T, d_h)
+    for name, args in (("(T, d_h)", (q, k, v)), ("(1, 1, T, d_h)", (q4, k4, v4))):
+        err = np.abs(sdpa(*args, is_causal=True).numpy().reshape(T, D_H) - blocked()[0]).max()
+        assert err < 1e-12, f"torch {name} differs from blocked by {err:.2e}"
+        try:
+            kernel = SDPBackend(torch._fused_sdp_choice(*args, is_causal=True)).name
+        except (AttributeError, RuntimeError, ValueError):
+            kernel = "unknown"
+        print(f"torch {torch.__version__} sdpa on {name} float64 runs kernel: {kernel}")
+    ratio, t_torch, t_blocked = median_time_ratio(
+        lambda: sdpa(q, k, v, is_causal=True), blocked, pairs=PAIRS
+    )
+    print(f"T={T}: torch sdpa (T, d_h) {t_torch * 1e3:.1f} ms, blocked {t_blocked * 1e3:.1f} ms")
+    report("blocked_vs_torch_sdpa_time_T2048", ratio, 2)
+    ratio, t_torch, t_blocked = median_time_ratio(
+        lambda: sdpa(q4, k4, v4, is_causal=True), blocked, pairs=PAIRS
+    )
+    print(
+        f"T={T}: torch sdpa (1, 1, T, d_h) {t_torch * 1e3:.1f} ms, blocked {t_blocked * 1e3:.1f} ms"
+    )
+    report("blocked_vs_torch_sdpa_fused_time_T2048", ratio, 0.8)
+
+
+def memory_ratios(report) -> None:
+    T = 8192
+    Q, K, V = inputs(T, seed=1)
+    mask = causal_mask(T)  # (T, T) bool: allocated beforehand, so not counted for naive
+    blocked = peak_extra_bytes(lambda: blocked_attention(Q, K, V))
+    naive = peak_extra_bytes(lambda: scaled_dot_product_attention(Q, K, V, mask))
+    io_bytes = Q.nbytes + K.nbytes + V.nbytes + Q.nbytes  # Q, K, V and the (T, d_v) output
+    floor = 8 * T * T  # one float64 T x T matrix
+    mib = 2**20
+    print(
+        f"T={T}: peak extra memory naive {naive / mib:.1f} MiB (>= 8 T^2 = {floor / mib:.0f} MiB), "
+        f"blocked {blocked / mib:.2f} MiB (<= 4 x {io_bytes / mib:.0f} MiB of Q, K, V and output)"
+    )
+    report("blocked_vs_naive_memory_T8192", naive / blocked, floor / (4 * io_bytes))
+    report("blocked_memory_budget_T8192", 4 * io_bytes / blocked, 1)
+    report("naive_memory_over_8T2_T8192", naive / floor, 1)
+
+
+def run(report) -> None:
+    time_ratios(report)
+    memory_ratios(report)
