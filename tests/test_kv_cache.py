@@ -1,0 +1,296 @@
+"""Tests of npformer.kv_cache: cached = uncached, GQA = MHA with repeated heads, memory, errors."""
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from npformer.kv_cache import (
+    KVCache,
+    attention_only_forward,
+    generate_with_cache,
+    generate_without_cache,
+    grouped_query_attention,
+    init_attention_only_model,
+    kv_cache_bytes,
+    next_input,
+    repeat_kv_heads,
+)
+from npformer.masks import causal_mask
+from npformer.multi_head import multi_head_attention
+
+
+def mha_params_with_repeated_kv(params, num_heads, num_kv_heads):
+    """Multi-head parameters (zero biases) whose head i uses the K, V columns of group i // r."""
+    d = params["W_q"].shape[0]
+    d_h = d // num_heads
+    r = num_heads // num_kv_heads
+
+    def widen(W):  # (d, g d_h) -> (d, h d_h): each group's columns repeated r times
+        return np.repeat(W.reshape(d, num_kv_heads, d_h), r, axis=1).reshape(d, d)
+
+    zeros = np.zeros(d)
+    return {
+        "W_q": params["W_q"],
+        "W_k": widen(params["W_k"]),
+        "W_v": widen(params["W_v"]),
+        "W_o": params["W_o"],
+        "b_q": zeros,
+        "b_k": zeros,
+        "b_v": zeros,
+        "b_o": zeros,
+    }
+
+
+gqa_shapes = st.tuples(
+    st.integers(1, 2),  # B
+    st.integers(1, 6),  # T
+    st.sampled_from([(1, 1), (2, 1), (2, 2), (4, 1), (4, 2), (4, 4), (6, 3), (6, 2)]),  # (h, g)
+    st.integers(1, 4),  # d_h
+    st.integers(0, 2**32 - 1),  # seed
+)
+
+
+# --- memory ------------------------------------------------------------------------------------
+
+
+def test_memory_formula_gives_the_sources_figures():
+    assert kv_cache_bytes(4, 8, 32, 160, 1, 8) == 2.5 * 2**20  # the toy model, float64
+    assert kv_cache_bytes(32, 32, 128, 4096, 1, 2) == 2 * 2**30  # 32 KV heads, float16
+    assert kv_cache_bytes(32, 1, 128, 4096, 1, 2) == 2**30 / 16  # multi-query: 0.0625 GiB
+    assert kv_cache_bytes(24, 8, 64, 8192, 4, 2) == 1.5 * 2**30  # exercise 2
+
+
+@pytest.mark.parametrize("num_kv_heads", [1, 2, 4, 8])
+def test_cache_holds_exactly_the_formulas_bytes(num_kv_heads):
+    rng = np.random.default_rng(num_kv_heads)
+    layers = init_attention_only_model(3, 16, 8, num_kv_heads, rng)
+    cache = KVCache(3, 2, num_kv_heads, 12, 2)
+    generate_with_cache(rng.standard_normal((2, 4, 16)), layers, 8, 8, num_kv_heads, cache)
+    assert cache.nbytes == kv_cache_bytes(3, num_kv_heads, 2, 12, 2, 8)
+    assert cache.length == 4 + 8 - 1  # the last vector is never fed back
+
+
+@pytest.mark.parametrize(
+    "args, name",
+    [
+        ((0, 8, 32, 160, 1, 8), "num_layers"),
+        ((4, 8, 32, -1, 1, 8), "seq_len"),
+        ((4, 8, 32.0, 160, 1, 8), "d_head"),
+    ],
+)
+def test_memory_formula_rejects_bad_sizes(args, name):
+    with pytest.raises(ValueError, match=f"kv_cache_bytes: {name}"):
+        kv_cache_bytes(*args)
+
+
+# --- the cache object --------------------------------------------------------------------------
+
+
+def test_write_is_in_place_and_returns_views_of_the_past():
+    cache = KVCache(2, 1, 2, 5, 3)
+    rng = np.random.default_rng(0)
+    K1, V1 = rng.standard_normal((1, 2, 2, 3)), rng.standard_normal((1, 2, 2, 3))
+    K, V = cache.write(1, K1, V1)
+    assert K.shape == (1, 2, 2, 3) and np.shares_memory(K, cache.K)
+    cache.advance(2)
+    K2, V2 = rng.standard_normal((1, 2, 1, 3)), rng.standard_normal((1, 2, 1, 3))
+    K, V = cache.write(1, K2, V2)
+    np.testing.assert_array_equal(K, np.concatenate([K1, K2], axis=2))
+    np.testing.assert_array_equal(V, np.concatenate([V1, V2], axis=2))
+    assert np.shares_memory(V, cache.V)
+    np.testing.assert_array_equal(cache.K[0], 0.0)  # the other layer is untouched
+
+
+def test_cache_errors_name_the_shapes():
+    cache = KVCache(2, 1, 2, 4, 3)
+    ok = np.zeros((1, 2, 3, 3))
+    with pytest.raises(ValueError, match=r"K_new has shape \(1, 3, 3, 3\).*\(1, 2, n, 3\)"):
+        cache.write(0, np.zeros((1, 3, 3, 3)), ok)
+    with pytest.raises(ValueError, match=r"V_new has shape \(1, 2, 2, 3\)"):
+        cache.write(0, ok, np.zeros((1, 2, 2, 3)))
+    with pytest.raises(ValueError, match=r"dtype float32 and shape \(1, 2, 3, 3\)"):
+        cache.write(0, ok.astype(np.float32), ok)
+    with pytest.raises(ValueError, match="layer 2 is out of range for a cache of 2 layers"):
+        cache.write(2, ok, ok)
+    cache.write(0, ok, ok)
+    cache.advance(3)
+    with pytest.raises(ValueError, match=r"exceed the cache's max_len 4.*\(1, 2, 2, 3\)"):
+        cache.write(0, np.zeros((1, 2, 2, 3)), np.zeros((1, 2, 2, 3)))
+    with pytest.raises(ValueError, match="length 3 \\+ 2 exceeds max_len 4"):
+        cache.advance(2)
+    with pytest.raises(ValueError, match="KVCache: max_len must be positive"):
+        KVCache(2, 1, 2, 0, 3)
+    with pytest.raises(ValueError, match="KVCache: dtype must be floating"):
+        KVCache(2, 1, 2, 4, 3, dtype=np.int64)
+
+
+# --- grouped-query attention -------------------------------------------------------------------
+
+
+@given(gqa_shapes)
+def test_grouped_query_equals_multi_head_with_repeated_kv_heads(shape):
+    B, T, (h, g), d_h, seed = shape
+    rng = np.random.default_rng(seed)
+    d = h * d_h
+    params = init_attention_only_model(1, d, h, g, rng)[0]
+    X = rng.standard_normal((B, T, d))
+    out = grouped_query_attention(X, params, h, g)
+    ref, _ = multi_head_attention(
+        X, X, mha_params_with_repeated_kv(params, h, g), h, mask=causal_mask(T)
+    )
+    np.testing.assert_allclose(out, ref, rtol=0, atol=1e-12)
+
+
+def test_groups_equal_heads_is_plain_multi_head_attention():
+    rng = np.random.default_rng(1)
+    d, h = 12, 3
+    params = init_attention_only_model(1, d, h, h, rng)[0]
+    X = rng.standard_normal((2, 5, d))
+    mha = dict(params, b_q=np.zeros(d), b_k=np.zeros(d), b_v=np.zeros(d), b_o=np.zeros(d))
+    ref, _ = multi_head_attention(X, X, mha, h, mask=causal_mask(5))
+    np.testing.assert_allclose(grouped_query_attention(X, params, h, h), ref, rtol=0, atol=1e-12)
+
+
+def test_repeat_kv_heads_maps_head_i_to_group_i_over_r():
+    K = np.arange(2 * 3 * 4 * 5, dtype=float).reshape(2, 3, 4, 5)
+    R = repeat_kv_heads(K, 6)
+    assert R.shape == (2, 6, 4, 5)
+    for i in range(6):
+        np.testing.assert_array_equal(R[:, i], K[:, i // 2])
+    with pytest.raises(
+        ValueError, match=r"num_heads=4 is not a multiple of the 3 .*\(2, 3, 4, 5\)"
+    ):
+        repeat_kv_heads(K, 4)
+    with pytest.raises(ValueError, match=r"K must have shape \(B, g, S, d_h\), got shape \(3, 4\)"):
+        repeat_kv_heads(np.zeros((3, 4)), 2)
+
+
+@given(gqa_shapes)
+def test_rows_fed_through_the_cache_equal_the_full_forward(shape):
+    """A prefill of some rows, then the rest one by one: same outputs as one causal forward."""
+    B, T, (h, g), d_h, seed = shape
+    rng = np.random.default_rng(seed)
+    d = h * d_h
+    layers = init_attention_only_model(2, d, h, g, rng)
+    X = rng.standard_normal((B, T + 2, d))
+    full = attention_only_forward(X, layers, h, g)
+    cache = KVCache(2, B, g, T + 2, d_h)
+    pieces = [attention_only_forward(X[:, :2], layers, h, g, cache)]
+    for t in range(2, T + 2):
+        pieces.append(attention_only_forward(X[:, t : t + 1], layers, h, g, cache))
+    np.testing.assert_allclose(np.concatenate(pieces, axis=1), full, rtol=0, atol=1e-12)
+    assert cache.length == T + 2
+
+
+def test_causal_changing_a_later_row_leaves_earlier_outputs_unchanged():
+    rng = np.random.default_rng(2)
+    layers = init_attention_only_model(3, 16, 4, 2, rng)
+    X = rng.standard_normal((2, 6, 16))
+    X2 = X.copy()
+    X2[:, 4] += 1.0
+    Y, Y2 = attention_only_forward(X, layers, 4, 2), attention_only_forward(X2, layers, 4, 2)
+    np.testing.assert_allclose(Y2[:, :4], Y[:, :4], rtol=0, atol=1e-12)
+    assert np.abs(Y2[:, 4:] - Y[:, 4:]).min() > 0
+
+
+@pytest.mark.parametrize("h, g", [(4, 4), (4, 2), (4, 1)])
+def test_matches_torch_scaled_dot_product_attention_with_gqa(h, g):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(10 + g)
+    B, T, d = 2, 7, 16
+    d_h = d // h
+    p = init_attention_only_model(1, d, h, g, rng)[0]
+    X = rng.standard_normal((B, T, d))
+    Xt = torch.from_numpy(X)
+    q = (Xt @ torch.from_numpy(p["W_q"])).view(B, T, h, d_h).transpose(1, 2)
+    k = (Xt @ torch.from_numpy(p["W_k"])).view(B, T, g, d_h).transpose(1, 2)
+    v = (Xt @ torch.from_numpy(p["W_v"])).view(B, T, g, d_h).transpose(1, 2)
+    heads = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=True, enable_gqa=True
+    )
+    ref = heads.transpose(1, 2).reshape(B, T, d) @ torch.from_numpy(p["W_o"])
+    out = grouped_query_attention(X, p, h, g)
+    assert np.abs(out - ref.numpy()).max() < 1e-12
+
+
+def test_grouped_query_attention_errors_name_the_shapes():
+    rng = np.random.default_rng(3)
+    p = init_attention_only_model(1, 8, 4, 2, rng)[0]
+    X = rng.standard_normal((1, 3, 8))
+    with pytest.raises(ValueError, match="num_kv_heads=3 must divide num_heads=4"):
+        grouped_query_attention(X, p, 4, 3)
+    with pytest.raises(ValueError, match="num_kv_heads=8 must divide num_heads=4"):
+        grouped_query_attention(X, p, 4, 8)
+    with pytest.raises(ValueError, match="d_model=8 must be a positive multiple of num_heads=3"):
+        grouped_query_attention(X, p, 3, 1)
+    with pytest.raises(ValueError, match=r"X must have shape \(B, n, d\), got shape \(3, 8\)"):
+        grouped_query_attention(X[0], p, 4, 2)
+    with pytest.raises(ValueError, match=r"X must be a floating array, got dtype int64"):
+        grouped_query_attention(X.astype(np.int64), p, 4, 2)
+    with pytest.raises(ValueError, match=r"params\['W_k'\] has shape \(8, 4\).*\(8, 2\)"):
+        grouped_query_attention(X, p, 4, 1)  # one KV head needs W_k of shape (8, 2)
+    with pytest.raises(ValueError, match=r"params\['W_q'\] has shape \(8, 8\) and dtype float64"):
+        grouped_query_attention(X.astype(np.float32), p, 4, 2)
+    with pytest.raises(ValueError, match="params lacks 'W_o'"):
+        grouped_query_attention(X, {k: v for k, v in p.items() if k != "W_o"}, 4, 2)
+
+
+def test_init_rejects_bad_sizes():
+    rng = np.random.default_rng(0)
+    with pytest.raises(ValueError, match="init_attention_only_model: num_layers must be positive"):
+        init_attention_only_model(0, 8, 2, 1, rng)
+    with pytest.raises(ValueError, match="num_kv_heads=2 must divide num_heads=3"):
+        init_attention_only_model(1, 9, 3, 2, rng)
+    with pytest.raises(ValueError, match="dtype must be floating, got int32"):
+        init_attention_only_model(1, 8, 2, 1, rng, dtype=np.int32)
+    layers = init_attention_only_model(2, 8, 4, 2, rng, dtype=np.float32)
+    assert [p["W_k"].shape for p in layers] == [(8, 4), (8, 4)]
+    assert all(W.dtype == np.float32 for p in layers for W in p.values())
+
+
+# --- generation --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("seed, B, h, g", [(0, 1, 8, 8), (1, 2, 4, 2), (2, 3, 4, 1)])
+def test_generation_with_cache_equals_generation_without(seed, B, h, g):
+    rng = np.random.default_rng(seed)
+    d = 4 * h
+    layers = init_attention_only_model(3, d, h, g, rng)
+    prompt = rng.standard_normal((B, 5, d))
+    without = generate_without_cache(prompt, layers, 12, h, g)
+    with_ = generate_with_cache(prompt, layers, 12, h, g)
+    assert without.shape == with_.shape == (B, 17, d)
+    np.testing.assert_array_equal(with_[:, :5], prompt)
+    assert np.abs(without - with_).max() < 1e-12
+    np.testing.assert_allclose(np.linalg.norm(with_[:, 5:], axis=-1), np.sqrt(d), rtol=1e-12)
+
+
+def test_next_input_is_the_last_row_at_norm_sqrt_d():
+    Y = np.arange(24, dtype=float).reshape(2, 3, 4)
+    x = next_input(Y)
+    assert x.shape == (2, 1, 4)
+    np.testing.assert_allclose(np.linalg.norm(x, axis=-1), 2.0)
+    np.testing.assert_allclose(x[:, 0], Y[:, -1] / np.linalg.norm(Y[:, -1], axis=-1)[:, None] * 2)
+    with pytest.raises(ValueError, match=r"next_input: Y must have shape \(B, n, d\)"):
+        next_input(Y[0])
+
+
+def test_generation_errors():
+    rng = np.random.default_rng(4)
+    layers = init_attention_only_model(2, 8, 2, 1, rng)
+    prompt = rng.standard_normal((1, 3, 8))
+    with pytest.raises(ValueError, match=r"prompt must have shape \(B, P, d\).*\(3, 8\)"):
+        generate_with_cache(prompt[0], layers, 2, 2, 1)
+    with pytest.raises(ValueError, match="generate_without_cache: num_new must be positive"):
+        generate_without_cache(prompt, layers, 0, 2, 1)
+    cache = KVCache(2, 1, 1, 8, 4)
+    cache.advance(1)
+    with pytest.raises(ValueError, match="the cache must start empty, it holds 1 positions"):
+        generate_with_cache(prompt, layers, 2, 2, 1, cache)
+    with pytest.raises(ValueError, match="the cache holds 3 layers, the model has 2"):
+        generate_with_cache(prompt, layers, 2, 2, 1, KVCache(3, 1, 1, 8, 4))
+    with pytest.raises(ValueError, match="exceed the cache's max_len 4"):
+        generate_with_cache(prompt, layers, 4, 2, 1, KVCache(2, 1, 1, 4, 4))
+    with pytest.raises(ValueError, match="attention_only_forward: the model needs at least one"):
+        attention_only_forward(prompt, [], 2, 1)
