@@ -7,12 +7,18 @@ NB ?= chapters/*.ipynb
 TESTS ?= tests
 
 # One BLAS thread everywhere notebooks execute, are tested or benchmarked: printed numbers and
-# timings must not depend on how many cores a machine has. glibc's heap trimming makes every
-# training step page-fault; a high trim threshold removes that (measured: ~1.3x).
+# timings must not depend on how many cores a machine has.
 export OMP_NUM_THREADS := 1
 export OPENBLAS_NUM_THREADS := 1
 export MKL_NUM_THREADS := 1
+# glibc's allocator, set so that what we time is array work, not page faults. Trimming the heap
+# after every step makes each training step fault its memory back in (a high trim threshold:
+# ~1.3x on the training loop). But setting the trim threshold also freezes glibc's mmap
+# threshold at 128 KiB, so every large array (a T x T score matrix) would be a fresh mmap that
+# faults on first touch; a high mmap threshold keeps large arrays on the heap too. Chapters 08
+# and 09 measure both effects.
 export MALLOC_TRIM_THRESHOLD_ := 1073741824
+export MALLOC_MMAP_THRESHOLD_ := 1073741824
 export PYTHONHASHSEED := 0
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 

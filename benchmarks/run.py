@@ -29,6 +29,7 @@ def machine_report() -> None:
         "OPENBLAS_NUM_THREADS",
         "MKL_NUM_THREADS",
         "MALLOC_TRIM_THRESHOLD_",
+        "MALLOC_MMAP_THRESHOLD_",
         "OPENBLAS_CORETYPE",
         "NPY_DISABLE_CPU_FEATURES",
     ):
