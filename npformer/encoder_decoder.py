@@ -28,7 +28,7 @@ from npformer.block import feed_forward, layer_norm
 from npformer.masks import causal_mask, key_padding_to_scores
 from npformer.multi_head import init_multi_head_params, multi_head_attention
 from npformer.positions import add_positions, sinusoidal_positions
-from npformer.validation import divisible, float_array
+from npformer.validation import divisible, float_array, int_at_least
 
 
 @dataclass(frozen=True)
@@ -61,13 +61,7 @@ class EncoderDecoderConfig:
             "num_encoder_layers",
             "num_decoder_layers",
         ):
-            value = getattr(self, name)
-            try:
-                as_int = operator.index(value)
-            except TypeError:
-                raise ValueError(f"{fn}: {name} must be an integer, got {value!r}") from None
-            if as_int <= 0:
-                raise ValueError(f"{fn}: {name} must be positive, got {as_int}")
+            int_at_least(fn, name, getattr(self, name))
         divisible(fn, self.d_model, self.num_heads)
         if self.d_model % 2:
             raise ValueError(

@@ -7,20 +7,9 @@ after it) lives in :func:`npformer.attention.masked_softmax`.
 
 from __future__ import annotations
 
-import operator
-
 import numpy as np
 
-
-def _size(func: str, name: str, value) -> int:
-    """Return ``value`` as a positive int, or raise ValueError naming it."""
-    try:
-        as_int = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{func}: {name} must be an integer, got {value!r}") from None
-    if as_int <= 0:
-        raise ValueError(f"{func}: {name} must be positive, got {as_int}")
-    return as_int
+from npformer.validation import int_at_least
 
 
 def causal_mask(T, S=None) -> np.ndarray:
@@ -33,8 +22,8 @@ def causal_mask(T, S=None) -> np.ndarray:
     Returns a bool array of shape (T, S), True = may attend.
     """
     fn = "causal_mask"
-    T = _size(fn, "T", T)
-    S = T if S is None else _size(fn, "S", S)
+    T = int_at_least(fn, "T", T)
+    S = T if S is None else int_at_least(fn, "S", S)
     if S < T:
         raise ValueError(
             f"{fn}: S={S} keys is fewer than T={T} queries; the queries must be the last T of "
@@ -52,7 +41,7 @@ def padding_mask(lengths, S) -> np.ndarray:
     positions; every length must lie in [0, S]. Returns a bool array of shape (B, S).
     """
     fn = "padding_mask"
-    S = _size(fn, "S", S)
+    S = int_at_least(fn, "S", S)
     lengths = np.asarray(lengths)
     if lengths.ndim != 1 or not np.issubdtype(lengths.dtype, np.integer):
         raise ValueError(

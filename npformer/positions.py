@@ -14,17 +14,11 @@ import math
 import numpy as np
 
 from npformer.attention import masked_softmax
-from npformer.validation import bool_mask, float_array, same_dtype
-
-
-def _positive_int(fn: str, name: str, value, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{fn}: {name} must be an integer >= {minimum}, got {value!r}")
-    return int(value)
+from npformer.validation import bool_mask, float_array, int_at_least, same_dtype
 
 
 def _even_width(fn: str, name: str, value) -> int:
-    value = _positive_int(fn, name, value)
+    value = int_at_least(fn, name, value)
     if value % 2:
         raise ValueError(f"{fn}: {name}={value} must be even (the encoding works on pairs)")
     return value
@@ -32,8 +26,8 @@ def _even_width(fn: str, name: str, value) -> int:
 
 def _query_key_distances(fn: str, T, S) -> np.ndarray:
     """j - i for queries i = S - T .. S - 1 and keys j = 0 .. S - 1: shape (T, S)."""
-    T = _positive_int(fn, "T", T)
-    S = T if S is None else _positive_int(fn, "S", S)
+    T = int_at_least(fn, "T", T)
+    S = T if S is None else int_at_least(fn, "S", S)
     if S < T:
         raise ValueError(f"{fn}: S={S} keys cannot be fewer than T={T} queries")
     i = np.arange(S - T, S)[:, None]  # (T, 1) absolute query positions
@@ -77,7 +71,7 @@ def sinusoidal_positions(num_positions: int, d_model: int, base: float = 10000.0
     two columns of a pair share one frequency. Shapes: -> (num_positions, d_model), float64.
     """
     fn = "sinusoidal_positions"
-    n = _positive_int(fn, "num_positions", num_positions, minimum=0)
+    n = int_at_least(fn, "num_positions", num_positions, minimum=0)
     d = _even_width(fn, "d_model", d_model)
     angles = np.arange(n)[:, None] * sinusoidal_frequencies(d, base)[None, :]  # (n, d/2)
     pe = np.empty((n, d))
@@ -114,8 +108,8 @@ def init_learned_positions(
     Shapes: -> (max_positions, d_model). Nothing exists past row max_positions - 1.
     """
     fn = "init_learned_positions"
-    n = _positive_int(fn, "max_positions", max_positions)
-    d = _positive_int(fn, "d_model", d_model)
+    n = int_at_least(fn, "max_positions", max_positions)
+    d = int_at_least(fn, "d_model", d_model)
     return (rng.standard_normal((n, d)) * std).astype(dtype)
 
 
@@ -214,8 +208,8 @@ def interpolate_positions(positions, train_length: int, target_length: int) -> n
     training, so RoPE's angles stay inside the trained range. Shapes: (T,) -> (T,) float64.
     """
     fn = "interpolate_positions"
-    n_train = _positive_int(fn, "train_length", train_length)
-    n_new = _positive_int(fn, "target_length", target_length)
+    n_train = int_at_least(fn, "train_length", train_length)
+    n_new = int_at_least(fn, "target_length", target_length)
     pos = np.asarray(positions, dtype=np.float64)
     if pos.ndim != 1:
         raise ValueError(f"{fn}: positions must have shape (T,), got shape {pos.shape}")
@@ -231,7 +225,7 @@ def relative_position_index(T: int, S: int | None = None, max_distance: int = 4)
     Shapes: -> (T, S) integers in 0 .. 2k; S defaults to T (queries are the last T keys).
     """
     fn = "relative_position_index"
-    k = _positive_int(fn, "max_distance", max_distance)
+    k = int_at_least(fn, "max_distance", max_distance)
     return np.clip(_query_key_distances(fn, T, S), -k, k) + k  # (T, S)
 
 
@@ -315,7 +309,7 @@ def t5_relative_bucket(
         raise ValueError(
             f"{fn}: relative_position must be integer, got dtype {rp.dtype} with shape {rp.shape}"
         )
-    num_buckets = _positive_int(fn, "num_buckets", num_buckets, minimum=4)
+    num_buckets = int_at_least(fn, "num_buckets", num_buckets, minimum=4)
     buckets = np.zeros(rp.shape, dtype=np.int64)
     if bidirectional:
         if num_buckets % 2:
@@ -326,7 +320,7 @@ def t5_relative_bucket(
     else:
         n = -np.minimum(rp, 0)
     max_exact = num_buckets // 2
-    if not _positive_int(fn, "max_distance", max_distance) > max_exact:
+    if not int_at_least(fn, "max_distance", max_distance) > max_exact:
         raise ValueError(f"{fn}: max_distance={max_distance} must exceed {max_exact}")
     values, inverse = np.unique(n, return_inverse=True)
     table = np.array(
@@ -360,7 +354,7 @@ def alibi_slopes(num_heads: int) -> np.ndarray:
     closest smaller power of two are followed by every other slope of twice that power.
     Shapes: -> (h,).
     """
-    h = _positive_int("alibi_slopes", "num_heads", num_heads)
+    h = int_at_least("alibi_slopes", "num_heads", num_heads)
 
     def power_of_two(n: int) -> list[float]:
         return [2.0 ** (-8.0 * k / n) for k in range(1, n + 1)]

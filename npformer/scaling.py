@@ -8,13 +8,12 @@ saturates as d_k grows, and the trace of its Jacobian (the "sensitivity") collap
 from __future__ import annotations
 
 import math
-import operator
 from typing import NamedTuple
 
 import numpy as np
 
 from npformer.attention import softmax
-from npformer.validation import float_array
+from npformer.validation import float_array, int_at_least
 
 
 def softmax_jacobian(p) -> np.ndarray:
@@ -61,16 +60,6 @@ class ScalingStats(NamedTuple):
     max_weight: float  # mean over rows of the largest weight
     entropy: float  # mean over rows of the entropy of the weights
     sensitivity: float  # mean over rows of the trace of the softmax Jacobian
-
-
-def _positive_int(func: str, name: str, value) -> int:
-    try:
-        as_int = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{func}: {name} must be an integer, got {value!r}") from None
-    if as_int <= 0:
-        raise ValueError(f"{func}: {name} must be positive, got {as_int}")
-    return as_int
 
 
 def score_statistics(Q, K, scale: bool) -> ScalingStats:
@@ -120,9 +109,9 @@ def measure_scaling(d_k, scale: bool, seed: int, T: int = 64, repetitions: int =
     Returns a :class:`ScalingStats`.
     """
     fn = "measure_scaling"
-    d_k = _positive_int(fn, "d_k", d_k)
-    T = _positive_int(fn, "T", T)
-    repetitions = _positive_int(fn, "repetitions", repetitions)
+    d_k = int_at_least(fn, "d_k", d_k)
+    T = int_at_least(fn, "T", T)
+    repetitions = int_at_least(fn, "repetitions", repetitions)
     rng = np.random.default_rng(seed)
     Q = rng.normal(size=(repetitions, T, d_k))  # (r, T, d_k)
     K = rng.normal(size=(repetitions, T, d_k))  # (r, S = T, d_k)

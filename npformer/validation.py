@@ -7,6 +7,8 @@ of broadcasting into a silently wrong answer.
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 
@@ -55,3 +57,48 @@ def divisible(func: str, d: int, h: int, d_name: str = "d_model", h_name: str = 
     """Raise ValueError unless ``d`` is a positive multiple of ``h``."""
     if h <= 0 or d <= 0 or d % h != 0:
         raise ValueError(f"{func}: {d_name}={d} must be a positive multiple of {h_name}={h}")
+
+
+def int_at_least(func: str, name: str, value, minimum: int = 1) -> int:
+    """Return ``value`` as an int >= ``minimum`` (bools refused), or raise ValueError naming it."""
+    if isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{func}: {name} must be an integer, got {value!r}")
+    try:
+        as_int = operator.index(value)
+    except TypeError:
+        raise ValueError(f"{func}: {name} must be an integer, got {value!r}") from None
+    if as_int < minimum:
+        raise ValueError(f"{func}: {name} must be an integer >= {minimum}, got {as_int}")
+    return as_int
+
+
+def attention_inputs(func: str, Q, K, V):
+    """Validate Q (..., T, d_h), K (..., S, d_h), V (..., S, d_v) for an attention function.
+
+    Checks: floating arrays of rank >= 2 sharing one dtype; Q and K share their last axis; K and
+    V agree on all but their last axis; at least one key; the leading axes of Q and K broadcast.
+    Returns (Q, K, V, batch) where ``batch`` is the broadcast shape of the leading axes.
+    """
+    Q = float_array(func, "Q", Q, min_rank=2)
+    K = float_array(func, "K", K, min_rank=2)
+    V = float_array(func, "V", V, min_rank=2)
+    same_dtype(func, Q=Q, K=K, V=V)
+    if Q.shape[-1] != K.shape[-1]:
+        raise ValueError(
+            f"{func}: Q has shape {Q.shape} and K has shape {K.shape}: their last axes (d_h) "
+            f"must match"
+        )
+    if K.shape[:-1] != V.shape[:-1]:
+        raise ValueError(
+            f"{func}: K has shape {K.shape} and V has shape {V.shape}: all but their last axes "
+            f"(..., S) must match"
+        )
+    if K.shape[-2] == 0:
+        raise ValueError(f"{func}: K has shape {K.shape}: there must be at least one key (S >= 1)")
+    try:
+        batch = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2])
+    except ValueError:
+        raise ValueError(
+            f"{func}: the leading axes of Q {Q.shape} and K {K.shape} do not broadcast"
+        ) from None
+    return Q, K, V, batch

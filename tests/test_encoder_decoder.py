@@ -398,7 +398,7 @@ def test_config_d_not_divisible_by_heads_and_other_sizes():
         EncoderDecoderConfig(13, 10, 4, 24, 1, 1)
     with pytest.raises(ValueError, match=r"d_model=9 must be even"):
         EncoderDecoderConfig(13, 9, 3, 24, 1, 1)
-    with pytest.raises(ValueError, match=r"num_encoder_layers must be positive, got 0"):
+    with pytest.raises(ValueError, match=r"num_encoder_layers must be an integer >= 1, got 0"):
         EncoderDecoderConfig(13, 8, 2, 24, 0, 1)
     with pytest.raises(ValueError, match=r"vocab_size must be an integer"):
         EncoderDecoderConfig(13.0, 8, 2, 24, 1, 1)

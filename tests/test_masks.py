@@ -206,8 +206,8 @@ def test_zeroing_after_the_softmax_breaks_the_row_sums():
 @pytest.mark.parametrize(
     "args, match",
     [
-        ((0,), r"causal_mask: T must be positive, got 0"),
-        ((3, 0), r"causal_mask: S must be positive, got 0"),
+        ((0,), r"causal_mask: T must be an integer >= 1, got 0"),
+        ((3, 0), r"causal_mask: S must be an integer >= 1, got 0"),
         ((2.5,), r"causal_mask: T must be an integer, got 2.5"),
         ((4, 2), r"causal_mask: S=2 keys is fewer than T=4 queries.*\(4, 2\)"),
     ],
@@ -224,7 +224,7 @@ def test_causal_mask_rejects_bad_sizes(args, match):
         ([1.0, 2.0], 3, r"padding_mask: lengths must be a 1-D integer array.*float64.*\(2,\)"),
         ([1, 4], 3, r"padding_mask: every length must lie in \[0, S=3\].*\[1, 4\].*\(2,\)"),
         ([-1], 3, r"padding_mask: every length must lie in \[0, S=3\]"),
-        ([1], 0, r"padding_mask: S must be positive, got 0"),
+        ([1], 0, r"padding_mask: S must be an integer >= 1, got 0"),
     ],
 )
 def test_padding_mask_rejects_bad_inputs(lengths, S, match):

@@ -140,10 +140,10 @@ def test_integer_input_is_rejected_with_dtype_and_shape(func):
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"d_k": 0}, r"measure_scaling: d_k must be positive, got 0"),
+        ({"d_k": 0}, r"measure_scaling: d_k must be an integer >= 1, got 0"),
         ({"d_k": 2.5}, r"measure_scaling: d_k must be an integer, got 2.5"),
-        ({"T": -1}, r"measure_scaling: T must be positive, got -1"),
-        ({"repetitions": 0}, r"measure_scaling: repetitions must be positive, got 0"),
+        ({"T": -1}, r"measure_scaling: T must be an integer >= 1, got -1"),
+        ({"repetitions": 0}, r"measure_scaling: repetitions must be an integer >= 1, got 0"),
     ],
 )
 def test_measure_scaling_rejects_bad_sizes(kwargs, match):
