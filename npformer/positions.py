@@ -14,7 +14,7 @@ import math
 import numpy as np
 
 from npformer.attention import masked_softmax
-from npformer.validation import bool_mask, float_array, int_at_least, same_dtype
+from npformer.validation import attention_inputs, bool_mask, float_array, int_at_least, same_dtype
 
 
 def _even_width(fn: str, name: str, value) -> int:
@@ -33,22 +33,6 @@ def _query_key_distances(fn: str, T, S) -> np.ndarray:
     i = np.arange(S - T, S)[:, None]  # (T, 1) absolute query positions
     j = np.arange(S)[None, :]  # (1, S)
     return j - i  # (T, S)
-
-
-def _check_qkv(fn: str, Q, K, V) -> tuple[int, ...]:
-    """Validate Q (..., T, d_h), K (..., S, d_h), V (..., S, d_v); return the (..., T, S) shape."""
-    if Q.shape[-1] != K.shape[-1] or K.shape[:-1] != V.shape[:-1]:
-        raise ValueError(
-            f"{fn}: Q {Q.shape}, K {K.shape}, V {V.shape} must be (..., T, d_h), "
-            f"(..., S, d_h), (..., S, d_v)"
-        )
-    try:
-        batch = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2])
-    except ValueError:
-        raise ValueError(
-            f"{fn}: the leading axes of Q {Q.shape} and K {K.shape} do not broadcast"
-        ) from None
-    return batch + (Q.shape[-2], K.shape[-2])
 
 
 # --- sinusoids ---------------------------------------------------------------------------
@@ -240,13 +224,11 @@ def shaw_attention(Q, K, V, rel_keys, rel_values, mask=None, scale: bool = True)
     Returns (out (..., T, d_v), weights (..., T, S)).
     """
     fn = "shaw_attention"
-    Q = float_array(fn, "Q", Q, min_rank=2)
-    K = float_array(fn, "K", K, min_rank=2)
-    V = float_array(fn, "V", V, min_rank=2)
+    Q, K, V, batch = attention_inputs(fn, Q, K, V)
     A_k = float_array(fn, "rel_keys", rel_keys, min_rank=2)
     A_v = float_array(fn, "rel_values", rel_values, min_rank=2)
-    same_dtype(fn, Q=Q, K=K, V=V, rel_keys=A_k, rel_values=A_v)
-    scores_shape = _check_qkv(fn, Q, K, V)
+    same_dtype(fn, Q=Q, rel_keys=A_k, rel_values=A_v)
+    scores_shape = batch + (Q.shape[-2], K.shape[-2])
     if K.shape[-2] < Q.shape[-2]:
         raise ValueError(
             f"{fn}: K {K.shape} has fewer keys than Q {Q.shape} has queries; the queries are "
@@ -386,12 +368,9 @@ def attention_with_bias(Q, K, V, bias, mask=None, scale: bool = True):
     Returns (out (..., T, d_v), weights (..., T, S)).
     """
     fn = "attention_with_bias"
-    Q = float_array(fn, "Q", Q, min_rank=2)
-    K = float_array(fn, "K", K, min_rank=2)
-    V = float_array(fn, "V", V, min_rank=2)
+    Q, K, V, batch = attention_inputs(fn, Q, K, V)
     bias = float_array(fn, "bias", bias, min_rank=2)
-    same_dtype(fn, Q=Q, K=K, V=V)
-    scores_shape = _check_qkv(fn, Q, K, V)
+    scores_shape = batch + (Q.shape[-2], K.shape[-2])
     try:
         full = np.broadcast_shapes(scores_shape, bias.shape)
     except ValueError:

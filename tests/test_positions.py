@@ -304,7 +304,7 @@ def test_shaw_attention_rejects_bad_shapes():
         shaw_attention(Q, Q, Q, np.zeros((4, 6)), A)
     with pytest.raises(ValueError, match=r"rel_keys \(5, 3\)"):
         shaw_attention(Q, Q, Q, np.zeros((5, 3)), A)
-    with pytest.raises(ValueError, match=r"Q \(2, 4, 6\), K \(2, 4, 5\)"):
+    with pytest.raises(ValueError, match=r"Q has shape \(2, 4, 6\) and K has shape \(2, 4, 5\)"):
         shaw_attention(Q, np.zeros((2, 4, 5)), Q, A, A)
     with pytest.raises(
         ValueError, match=r"mask of shape \(3, 3\) does not broadcast .*\(2, 4, 4\)"
@@ -324,7 +324,7 @@ def test_attention_with_bias_rejects_bad_shapes():
         ValueError, match=r"bias of shape \(3, 3\) does not broadcast .*\(2, 4, 4\)"
     ):
         attention_with_bias(Q, Q, Q, np.zeros((3, 3)))
-    with pytest.raises(ValueError, match=r"Q \(2, 4, 6\), K \(2, 4, 6\), V \(2, 3, 6\)"):
+    with pytest.raises(ValueError, match=r"K has shape \(2, 4, 6\) and V has shape \(2, 3, 6\)"):
         attention_with_bias(Q, Q, np.zeros((2, 3, 6)), np.zeros((4, 4)))
     with pytest.raises(ValueError, match=r"mask of shape \(2, 2\) does not broadcast"):
         attention_with_bias(Q, Q, Q, np.zeros((4, 4)), mask=np.ones((2, 2), dtype=bool))
