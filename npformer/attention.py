@@ -116,12 +116,15 @@ def _sum_to_shape(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
 def scaled_dot_product_attention_backward(d_out, cache: AttentionCache):
     """Gradients of ``scaled_dot_product_attention`` with respect to Q, K and V.
 
-    With P the attention weights, c the scale and dO = d_out:
-        dV = P^T dO,   dP = dO V^T,   dS = P * (dP - rowsum(dP * P)),
-        dQ = c dS K,   dK = c dS^T Q.
-    The third line is the softmax Jacobian p_i (delta_ij - p_j) applied row by row; where the
-    mask made P = 0, dS is 0 too, so masked keys receive no gradient. When the leading axes of
-    Q and K/V were broadcast in the forward pass, the gradients are summed back to their shapes.
+    With Z = c Q K^T the scores, P = softmax(Z) the attention weights, c the scale and
+    dY = d_out:
+        dV = P^T dY,   dP = dY V^T,   dZ = P * (dP - rowsum(dP * P)),
+        dQ = c dZ K,   dK = c dZ^T Q.
+    The third formula is the softmax Jacobian p_i (delta_ij - p_j) applied row by row (many
+    texts, and the first source, call the scores S and write it dS; in this book S counts the
+    keys). Where the mask made P = 0, dZ is 0 too, so masked keys receive no gradient. When the
+    leading axes of Q and K/V were broadcast in the forward pass, the gradients are summed back
+    to their shapes.
     Shapes: d_out (..., T, d_v). Returns (dQ like Q, dK like K, dV like V).
     """
     fn = "scaled_dot_product_attention_backward"
@@ -137,11 +140,11 @@ def scaled_dot_product_attention_backward(d_out, cache: AttentionCache):
     dV = P.swapaxes(-1, -2) @ d_out  # (..., S, d_v)
     dP = d_out @ V.swapaxes(-1, -2)  # (..., T, S)
     row = np.einsum("...ts,...ts->...t", dP, P)[..., None]  # (..., T, 1) rowsum(dP * P)
-    dS = dP  # reuse the buffer
-    dS -= row
-    dS *= P  # (..., T, S)
+    dZ = dP  # reuse the buffer
+    dZ -= row
+    dZ *= P  # (..., T, S)
     if factor != 1.0:
-        dS *= factor
-    dQ = dS @ K  # (..., T, d_h)
-    dK = dS.swapaxes(-1, -2) @ Q  # (..., S, d_h)
+        dZ *= factor  # now c dZ, the gradient of the unscaled Q K^T
+    dQ = dZ @ K  # (..., T, d_h)
+    dK = dZ.swapaxes(-1, -2) @ Q  # (..., S, d_h)
     return _sum_to_shape(dQ, Q.shape), _sum_to_shape(dK, K.shape), _sum_to_shape(dV, V.shape)
