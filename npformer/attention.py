@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.validation import bool_mask, float_array, same_dtype
+from npformer.validation import attention_inputs, bool_mask, float_array, same_dtype
 
 
 def softmax(x, axis: int = -1) -> np.ndarray:
@@ -70,26 +70,7 @@ def scaled_dot_product_attention(Q, K, V, mask=None, scale: bool = True):
     Returns (out (..., T, d_v), AttentionCache with ``weights`` (..., T, S)).
     """
     fn = "scaled_dot_product_attention"
-    Q = float_array(fn, "Q", Q, min_rank=2)
-    K = float_array(fn, "K", K, min_rank=2)
-    V = float_array(fn, "V", V, min_rank=2)
-    same_dtype(fn, Q=Q, K=K, V=V)
-    if Q.shape[-1] != K.shape[-1]:
-        raise ValueError(
-            f"{fn}: Q has shape {Q.shape} and K has shape {K.shape}: their last axes (d_h) "
-            f"must match"
-        )
-    if K.shape[:-1] != V.shape[:-1]:
-        raise ValueError(
-            f"{fn}: K has shape {K.shape} and V has shape {V.shape}: all but their last axes "
-            f"(..., S) must match"
-        )
-    try:
-        batch = np.broadcast_shapes(Q.shape[:-2], K.shape[:-2])
-    except ValueError:
-        raise ValueError(
-            f"{fn}: the leading axes of Q {Q.shape} and K {K.shape} do not broadcast"
-        ) from None
+    Q, K, V, batch = attention_inputs(fn, Q, K, V)
     T, S = Q.shape[-2], K.shape[-2]
 
     factor = 1.0 / math.sqrt(Q.shape[-1]) if scale else 1.0
