@@ -24,9 +24,7 @@ import operator
 
 import numpy as np
 
-from npformer.attention import scaled_dot_product_attention
 from npformer.masks import causal_mask
-from npformer.multi_head import merge_heads, split_heads
 from npformer.validation import divisible, float_array
 
 
@@ -243,10 +241,16 @@ def grouped_query_attention(
     """Causal grouped-query self-attention of n new rows, optionally through a KV cache.
 
     Q = X W_q is cut into h heads, K = X W_k and V = X W_v into g = num_kv_heads heads; query
-    head i attends with key-value head i // (h / g); the heads are merged and projected by W_o.
+    head i attends with key-value head i // (h / g); the heads are merged and projected by W_o:
+        out = concat_i softmax(Q_i K_{i // r}^T / sqrt(d_h) + causal mask) V_{i // r}  W_o.
     Without a cache the n rows are the whole sequence (a prefill). With a cache their K and V
     are written after the ``cache.length`` rows already cached and the n queries attend to all
     of them, causally: new row i sits at position cache.length + i. One new row needs no mask.
+
+    The attention is computed here, not by calling ``scaled_dot_product_attention`` (chapter 01):
+    the inputs are checked once, at this boundary, and the softmax runs in place on the one
+    score array. A generation step with a cache is a handful of tiny array operations, so what
+    it pays per call matters as much as the arithmetic (chapter 09 measures it).
 
     Shapes: X (B, n, d); params as in :func:`init_attention_only_model`.
     Returns out (B, n, d) (without the residual).
@@ -257,21 +261,27 @@ def grouped_query_attention(
         raise ValueError(f"{fn}: X must have shape (B, n, d), got shape {X.shape}")
     B, n, d = X.shape
     d_h, group = _check_heads(fn, d, num_heads, num_kv_heads)
-    _check_layer(fn, params, d, num_kv_heads * d_h, X.dtype)
+    g = num_kv_heads
+    _check_layer(fn, params, d, g * d_h, X.dtype)
 
-    Q = split_heads(X @ params["W_q"], num_heads)  # (B, h, n, d_h)
-    K = split_heads(X @ params["W_k"], num_kv_heads)  # (B, g, n, d_h)
-    V = split_heads(X @ params["W_v"], num_kv_heads)  # (B, g, n, d_h)
+    Q = (X @ params["W_q"]).reshape(B, n, g, group, d_h)  # (B, n, g, h/g, d_h)
+    Q *= 1.0 / math.sqrt(d_h)  # scale the n queries rather than the n x S scores
+    Q = Q.transpose(0, 2, 3, 1, 4)  # (B, g, h/g, n, d_h): query heads by group
+    K = (X @ params["W_k"]).reshape(B, n, g, d_h).transpose(0, 2, 1, 3)  # (B, g, n, d_h)
+    V = (X @ params["W_v"]).reshape(B, n, g, d_h).transpose(0, 2, 1, 3)  # (B, g, n, d_h)
     if cache is not None:
         K, V = cache.write(layer, K, V)  # (B, g, S, d_h): the past and the new rows
     S = K.shape[2]
-    mask = causal_mask(n, S) if n > 1 else None  # (n, S); a single last row sees every key
-    Q = Q.reshape(B, num_kv_heads, group, n, d_h)  # (B, g, h/g, n, d_h) heads by group
-    heads, _ = scaled_dot_product_attention(
-        Q, K[:, :, None], V[:, :, None], mask=mask
-    )  # (B, g, h/g, n, d_h): each group's K, V broadcast over its query heads
-    heads = heads.reshape(B, num_heads, n, d_h)  # (B, h, n, d_h)
-    return merge_heads(heads) @ params["W_o"]  # (B, n, d)
+    # Each group's K, V broadcast over its h/g query heads (axis 2): never copied per head.
+    scores = Q @ K[:, :, None].swapaxes(-1, -2)  # (B, g, h/g, n, S)
+    if n > 1:  # a single last row sees every key
+        np.copyto(scores, -np.inf, where=~causal_mask(n, S))  # (n, S) broadcast
+    scores -= scores.max(axis=-1, keepdims=True)  # the stable softmax, in place
+    np.exp(scores, out=scores)
+    scores /= scores.sum(axis=-1, keepdims=True)  # the weights P (B, g, h/g, n, S)
+    heads = scores @ V[:, :, None]  # (B, g, h/g, n, d_h)
+    merged = heads.transpose(0, 3, 1, 2, 4).reshape(B, n, d)  # (B, n, d): heads side by side
+    return merged @ params["W_o"]  # (B, n, d)
 
 
 def attention_only_forward(X, layers: list[dict], num_heads: int, num_kv_heads: int, cache=None):
@@ -291,7 +301,9 @@ def attention_only_forward(X, layers: list[dict], num_heads: int, num_kv_heads: 
             f"(X shape {np.shape(X)})"
         )
     for layer, params in enumerate(layers):
-        X = X + grouped_query_attention(X, params, num_heads, num_kv_heads, cache, layer)
+        Y = grouped_query_attention(X, params, num_heads, num_kv_heads, cache, layer)
+        Y += X  # the residual, added in place to the layer's fresh output
+        X = Y
     if cache is not None:
         cache.advance(X.shape[1])
     return X  # (B, n, d)

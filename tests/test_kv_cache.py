@@ -183,6 +183,20 @@ def test_rows_fed_through_the_cache_equal_the_full_forward(shape):
     assert cache.length == T + 2
 
 
+def test_forward_leaves_its_input_unchanged():
+    """The residual is added in place to each layer's fresh output, never to the caller's X."""
+    rng = np.random.default_rng(6)
+    layers = init_attention_only_model(2, 16, 4, 2, rng)
+    X = rng.standard_normal((2, 5, 16))
+    X_before = X.copy()
+    Y = attention_only_forward(X, layers, 4, 2)
+    cache = KVCache(2, 2, 2, 6, 4)
+    Y_cached = attention_only_forward(X, layers, 4, 2, cache)
+    np.testing.assert_array_equal(X, X_before)
+    assert not np.shares_memory(Y, X) and not np.shares_memory(Y_cached, X)
+    np.testing.assert_allclose(Y_cached, Y, rtol=0, atol=1e-12)
+
+
 def test_causal_changing_a_later_row_leaves_earlier_outputs_unchanged():
     rng = np.random.default_rng(2)
     layers = init_attention_only_model(3, 16, 4, 2, rng)
