@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.validation import float_array, same_dtype
+from npformer.validation import attention_inputs, float_array, int_at_least, same_dtype
 
 
 class BlockedAttentionCache(NamedTuple):
@@ -43,35 +43,14 @@ class BlockedAttentionCache(NamedTuple):
     block_k: int
 
 
-def _check_block(fn: str, name: str, value) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{fn}: {name} must be a positive integer, got {value!r}")
-    return int(value)
-
-
 def _check_inputs(fn: str, Q, K, V, causal: bool):
-    Q = float_array(fn, "Q", Q, min_rank=2)
-    K = float_array(fn, "K", K, min_rank=2)
-    V = float_array(fn, "V", V, min_rank=2)
-    same_dtype(fn, Q=Q, K=K, V=V)
-    if Q.shape[-1] != K.shape[-1]:
-        raise ValueError(
-            f"{fn}: Q has shape {Q.shape} and K has shape {K.shape}: their last axes (d_h) "
-            f"must match"
-        )
-    if K.shape[:-1] != V.shape[:-1]:
-        raise ValueError(
-            f"{fn}: K has shape {K.shape} and V has shape {V.shape}: all but their last axes "
-            f"(..., S) must match"
-        )
+    Q, K, V, _ = attention_inputs(fn, Q, K, V)
     if Q.shape[:-2] != K.shape[:-2]:
         raise ValueError(
             f"{fn}: the leading axes of Q {Q.shape} and K {K.shape} must be equal (this "
             f"function does not broadcast them)"
         )
     T, S = Q.shape[-2], K.shape[-2]
-    if S == 0:
-        raise ValueError(f"{fn}: K has shape {K.shape}: there must be at least one key (S >= 1)")
     if causal and S < T:
         raise ValueError(
             f"{fn}: a causal mask needs S >= T (the queries are the last T of S positions), "
@@ -96,8 +75,8 @@ def blocked_attention(Q, K, V, causal: bool = True, scale: bool = True, block_q=
     """
     fn = "blocked_attention"
     Q, K, V = _check_inputs(fn, Q, K, V, causal)
-    block_q = _check_block(fn, "block_q", block_q)
-    block_k = _check_block(fn, "block_k", block_k)
+    block_q = int_at_least(fn, "block_q", block_q)
+    block_k = int_at_least(fn, "block_k", block_k)
     factor = 1.0 / math.sqrt(Q.shape[-1]) if scale else 1.0
     lead, T, d_v = Q.shape[:-2], Q.shape[-2], V.shape[-1]
     out = np.empty(lead + (T, d_v), dtype=Q.dtype)  # (..., T, d_v)

@@ -20,29 +20,17 @@ the toy model has no biases.
 from __future__ import annotations
 
 import math
-import operator
 
 import numpy as np
 
 from npformer.masks import causal_mask
-from npformer.validation import divisible, float_array
-
-
-def _positive_int(func: str, name: str, value) -> int:
-    """Return ``value`` as a positive int, or raise ValueError naming it."""
-    try:
-        as_int = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{func}: {name} must be an integer, got {value!r}") from None
-    if as_int <= 0:
-        raise ValueError(f"{func}: {name} must be positive, got {as_int}")
-    return as_int
+from npformer.validation import divisible, float_array, int_at_least
 
 
 def _check_heads(func: str, d_model: int, num_heads: int, num_kv_heads: int) -> tuple[int, int]:
     """Check d % h == 0 and 1 <= g <= h with h % g == 0; return (d_h, h / g)."""
-    num_heads = _positive_int(func, "num_heads", num_heads)
-    num_kv_heads = _positive_int(func, "num_kv_heads", num_kv_heads)
+    num_heads = int_at_least(func, "num_heads", num_heads)
+    num_kv_heads = int_at_least(func, "num_kv_heads", num_kv_heads)
     divisible(func, d_model, num_heads)
     if num_kv_heads > num_heads or num_heads % num_kv_heads != 0:
         raise ValueError(
@@ -79,7 +67,7 @@ def kv_cache_bytes(
     }
     total = 2
     for name, value in sizes.items():
-        total *= _positive_int(fn, name, value)
+        total *= int_at_least(fn, name, value)
     return total
 
 
@@ -103,7 +91,7 @@ class KVCache:
     ):
         fn = "KVCache"
         shape = tuple(
-            _positive_int(fn, name, value)
+            int_at_least(fn, name, value)
             for name, value in [
                 ("num_layers", num_layers),
                 ("batch", batch),
@@ -162,7 +150,7 @@ class KVCache:
 
     def advance(self, n: int) -> None:
         """Mark ``n`` more positions as filled (after every layer has written them)."""
-        n = _positive_int("KVCache.advance", "n", n)
+        n = int_at_least("KVCache.advance", "n", n)
         if self.length + n > self.max_len:
             raise ValueError(
                 f"KVCache.advance: length {self.length} + {n} exceeds max_len {self.max_len}"
@@ -187,8 +175,8 @@ def init_attention_only_model(
     Returns a list of ``num_layers`` dicts name -> array of ``dtype``.
     """
     fn = "init_attention_only_model"
-    num_layers = _positive_int(fn, "num_layers", num_layers)
-    d_model = _positive_int(fn, "d_model", d_model)
+    num_layers = int_at_least(fn, "num_layers", num_layers)
+    d_model = int_at_least(fn, "d_model", d_model)
     d_h, _ = _check_heads(fn, d_model, num_heads, num_kv_heads)
     if not np.issubdtype(np.dtype(dtype), np.floating):
         raise ValueError(f"{fn}: dtype must be floating, got {np.dtype(dtype)}")
@@ -212,7 +200,7 @@ def repeat_kv_heads(K, num_heads: int) -> np.ndarray:
     K = float_array(fn, "K", K)
     if K.ndim != 4:
         raise ValueError(f"{fn}: K must have shape (B, g, S, d_h), got shape {K.shape}")
-    num_heads = _positive_int(fn, "num_heads", num_heads)
+    num_heads = int_at_least(fn, "num_heads", num_heads)
     g = K.shape[1]
     if num_heads % g != 0:
         raise ValueError(
@@ -326,7 +314,7 @@ def _check_prompt(fn: str, prompt, num_new) -> tuple[np.ndarray, int]:
     prompt = float_array(fn, "prompt", prompt)
     if prompt.ndim != 3 or prompt.shape[1] == 0:
         raise ValueError(f"{fn}: prompt must have shape (B, P, d) with P >= 1, got {prompt.shape}")
-    return prompt, _positive_int(fn, "num_new", num_new)
+    return prompt, int_at_least(fn, "num_new", num_new)
 
 
 def generate_without_cache(prompt, layers, num_new: int, num_heads: int, num_kv_heads: int):

@@ -210,9 +210,9 @@ def test_bad_inputs_raise_with_shapes():
     with pytest.raises(ValueError, match=r"K has shape \(0, 4\): there must be at least one key"):
         blocked_attention(Q, K[:0], V[:0], causal=False)
     for bad in (0, -3, 2.0, True):
-        with pytest.raises(ValueError, match=r"block_q must be a positive integer"):
+        with pytest.raises(ValueError, match=r"block_q must be an integer"):
             blocked_attention(Q, K, V, block_q=bad)
-    with pytest.raises(ValueError, match=r"block_k must be a positive integer, got 0"):
+    with pytest.raises(ValueError, match=r"block_k must be an integer >= 1, got 0"):
         blocked_attention(Q, K, V, block_k=0)
 
 

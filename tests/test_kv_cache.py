@@ -119,7 +119,7 @@ def test_cache_errors_name_the_shapes():
         cache.write(0, np.zeros((1, 2, 2, 3)), np.zeros((1, 2, 2, 3)))
     with pytest.raises(ValueError, match="length 3 \\+ 2 exceeds max_len 4"):
         cache.advance(2)
-    with pytest.raises(ValueError, match="KVCache: max_len must be positive"):
+    with pytest.raises(ValueError, match="KVCache: max_len must be an integer >= 1"):
         KVCache(2, 1, 2, 0, 3)
     with pytest.raises(ValueError, match="KVCache: dtype must be floating"):
         KVCache(2, 1, 2, 4, 3, dtype=np.int64)
@@ -252,7 +252,9 @@ def test_grouped_query_attention_errors_name_the_shapes():
 
 def test_init_rejects_bad_sizes():
     rng = np.random.default_rng(0)
-    with pytest.raises(ValueError, match="init_attention_only_model: num_layers must be positive"):
+    with pytest.raises(
+        ValueError, match="num_layers must be an integer >= 1"
+    ):
         init_attention_only_model(0, 8, 2, 1, rng)
     with pytest.raises(ValueError, match="num_kv_heads=2 must divide num_heads=3"):
         init_attention_only_model(1, 9, 3, 2, rng)
@@ -296,7 +298,7 @@ def test_generation_errors():
     prompt = rng.standard_normal((1, 3, 8))
     with pytest.raises(ValueError, match=r"prompt must have shape \(B, P, d\).*\(3, 8\)"):
         generate_with_cache(prompt[0], layers, 2, 2, 1)
-    with pytest.raises(ValueError, match="generate_without_cache: num_new must be positive"):
+    with pytest.raises(ValueError, match="generate_without_cache: num_new must be an integer >= 1"):
         generate_without_cache(prompt, layers, 0, 2, 1)
     cache = KVCache(2, 1, 1, 8, 4)
     cache.advance(1)
