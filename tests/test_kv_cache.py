@@ -252,9 +252,7 @@ def test_grouped_query_attention_errors_name_the_shapes():
 
 def test_init_rejects_bad_sizes():
     rng = np.random.default_rng(0)
-    with pytest.raises(
-        ValueError, match="num_layers must be an integer >= 1"
-    ):
+    with pytest.raises(ValueError, match="num_layers must be an integer >= 1"):
         init_attention_only_model(0, 8, 2, 1, rng)
     with pytest.raises(ValueError, match="num_kv_heads=2 must divide num_heads=3"):
         init_attention_only_model(1, 9, 3, 2, rng)
