@@ -296,22 +296,30 @@ def feed_forward(x, params: dict, activation: str = "relu"):
 
 
 def _feed_forward(x, params, activation):
-    """``feed_forward`` without input checks."""
-    pre = x @ params["W_1"]  # (..., d_ff)
+    """``feed_forward`` without input checks.
+
+    The products run on (N, d) matrices, N = every leading axis flattened: one BLAS call
+    instead of a loop over the batch, which NumPy's matmul does for (B, T, d) @ (d, d_ff).
+    """
+    lead, d_ff = x.shape[:-1], params["W_1"].shape[-1]
+    x2 = x.reshape(-1, x.shape[-1])  # (N, d)
+    pre = x2 @ params["W_1"]  # (N, d_ff)
     pre += params["b_1"]
     gate = None
     if activation == "relu":
-        hidden = np.maximum(pre, 0)  # (..., d_ff)
+        hidden = np.maximum(pre, 0)  # (N, d_ff)
     elif activation == "gelu":
         hidden = gelu(pre)
     else:
-        gate = x @ params["W_gate"]  # (..., d_ff)
+        gate = x2 @ params["W_gate"]  # (N, d_ff)
         gate += params["b_gate"]
         hidden = silu(pre)
         hidden *= gate
-    out = hidden @ params["W_2"]  # (..., d)
+        gate = gate.reshape(lead + (d_ff,))
+    out = hidden @ params["W_2"]  # (N, d)
     out += params["b_2"]
-    return out, FeedForwardCache(x, pre, hidden, gate, params, activation)
+    pre, hidden = pre.reshape(lead + (d_ff,)), hidden.reshape(lead + (d_ff,))  # (..., d_ff)
+    return out.reshape(x.shape), FeedForwardCache(x, pre, hidden, gate, params, activation)
 
 
 def feed_forward_backward(d_out, cache: FeedForwardCache):
@@ -341,7 +349,7 @@ def _feed_forward_backward(d_out, cache):
         "W_2": hidden.reshape(-1, d_ff).T @ g2,  # (d_ff, d)
         "b_2": _sum_rows(g2),  # (d,)
     }
-    d_hidden = d_out @ params["W_2"].T  # (..., d_ff)
+    d_hidden = (g2 @ params["W_2"].T).reshape(pre.shape)  # (..., d_ff)
     if activation == "relu":
         d_pre = d_hidden
         d_pre *= pre > 0  # the kink at 0 gets derivative 0
@@ -358,7 +366,7 @@ def _feed_forward_backward(d_out, cache):
     dp2 = d_pre.reshape(-1, d_ff)  # (N, d_ff)
     grads["W_1"] = x2.T @ dp2  # (d, d_ff)
     grads["b_1"] = _sum_rows(dp2)  # (d_ff,)
-    dx = d_pre @ params["W_1"].T  # (..., d)
+    dx = dp2 @ params["W_1"].T  # (N, d)
     if activation == "swiglu":
-        dx += d_gate @ params["W_gate"].T
-    return dx, grads
+        dx += d_gate.reshape(-1, d_ff) @ params["W_gate"].T
+    return dx.reshape(x.shape), grads

@@ -268,7 +268,7 @@ def _causal_bias(T: int, dtype: np.dtype) -> np.ndarray:
 def _attention_forward(x, W_qkv, b_qkv, W_o, b_o, num_heads, scale, mask):
     B, T, d = x.shape
     d_h = d // num_heads
-    qkv = x @ W_qkv  # (B, T, 3d)
+    qkv = x.reshape(B * T, d) @ W_qkv  # (B T, 3d): one BLAS call, not one per sequence
     qkv += b_qkv
     q, k, v = qkv.reshape(B, T, 3, num_heads, d_h).transpose(2, 0, 3, 1, 4)  # 3 x (B, h, T, d_h)
     scores = q @ k.swapaxes(-1, -2)  # (B, h, T, T)
@@ -284,9 +284,9 @@ def _attention_forward(x, W_qkv, b_qkv, W_o, b_o, num_heads, scale, mask):
         weights = masked_softmax(scores, mask)
     ctx = weights @ v  # (B, h, T, d_h)
     merged = ctx.transpose(0, 2, 1, 3).reshape(B, T, d)  # (B, T, d) copy
-    out = merged @ W_o  # (B, T, d)
+    out = merged.reshape(B * T, d) @ W_o  # (B T, d)
     out += b_o
-    return out, AttentionLayerCache(x, q, k, v, weights, merged, factor)
+    return out.reshape(B, T, d), AttentionLayerCache(x, q, k, v, weights, merged, factor)
 
 
 def _attention_backward(d_out, cache, W_qkv, W_o, grads, prefix):
@@ -297,13 +297,13 @@ def _attention_backward(d_out, cache, W_qkv, W_o, grads, prefix):
     g2 = d_out.reshape(N, d)  # (N, d)
     np.matmul(merged.reshape(N, d).T, g2, out=grads[prefix + "W_o"])  # (d, d)
     _sum_rows(g2, out=grads[prefix + "b_o"])
-    d_merged = d_out @ W_o.T  # (B, T, d)
+    d_merged = g2 @ W_o.T  # (B T, d)
     d_ctx = d_merged.reshape(B, T, h, d_h).transpose(0, 2, 1, 3)  # (B, h, T, d_h) view
     d_qkv = np.empty((B, T, 3, h, d_h), dtype=x.dtype)
     dq, dk, dv = d_qkv.transpose(2, 0, 3, 1, 4)  # 3 x (B, h, T, d_h) views
     np.matmul(P.swapaxes(-1, -2), d_ctx, out=dv)  # dV = P^T dO
     dS = d_ctx @ v.swapaxes(-1, -2)  # (B, h, T, T) dP = dO V^T
-    row = np.einsum("bhts,bhts->bht", dS, P)[..., None]  # (B, h, T, 1) rowsum(dP * P)
+    row = _sum_last(dS * P)  # (B, h, T, 1) rowsum(dP * P)
     dS -= row
     dS *= P  # dS = P * (dP - rowsum(dP * P))
     if factor != 1.0:
@@ -397,6 +397,22 @@ def forward(params: dict, config: DecoderConfig, tokens, attn_mask=None):
     B, T = tokens.shape
     if attn_mask is not None:
         attn_mask = bool_mask(fn, attn_mask, (B, config.num_heads, T, T), "scores of shape")
+    x, blocks = _forward_blocks(params, config, tokens, attn_mask)  # (B, T, d)
+    c_f = None
+    if config.final_ln:
+        x, c_f = _layer_norm(x, params["ln_f.gamma"], params["ln_f.beta"], config.ln_eps)
+    logits = x.reshape(B * T, -1) @ params["W_out"]  # (B T, vocab)
+    logits += params["b_out"]
+    return logits.reshape(B, T, -1), DecoderCache(tokens, blocks, x, c_f, params, config)
+
+
+def _forward_blocks(params, config, tokens, attn_mask):
+    """Embeddings and blocks, without the final layer norm and output layer.
+
+    Returns (x_L (B, T, d), [BlockCache of each block]); every intermediate x_l is a new array
+    (no block writes into its input), so callers may keep them.
+    """
+    T = tokens.shape[1]
     x = params["tok_emb"][tokens]  # (B, T, d) a copy
     if config.positions:
         x += params["pos_emb"][:T]
@@ -404,12 +420,29 @@ def forward(params: dict, config: DecoderConfig, tokens, attn_mask=None):
     for layer in range(config.num_layers):
         x, c = _block_forward(x, params, config, layer, attn_mask)
         blocks.append(c)
-    c_f = None
-    if config.final_ln:
-        x, c_f = _layer_norm(x, params["ln_f.gamma"], params["ln_f.beta"], config.ln_eps)
-    logits = x @ params["W_out"]  # (B, T, vocab)
-    logits += params["b_out"]
-    return logits, DecoderCache(tokens, blocks, x, c_f, params, config)
+    return x, blocks
+
+
+def hidden_states(params: dict, config: DecoderConfig, tokens, attn_mask=None) -> list:
+    """The residual stream: x_0 = embeddings (+ positions), then x_l after each block l.
+
+    What a probe reads (chapter 11). ``attn_mask`` as in ``forward``.
+    Returns a list of num_layers + 1 arrays of shape (B, T, d).
+    """
+    fn = "hidden_states"
+    _check_params(fn, params, config)
+    tokens = _check_tokens(fn, "tokens", tokens, config)
+    B, T = tokens.shape
+    if attn_mask is not None:
+        attn_mask = bool_mask(fn, attn_mask, (B, config.num_heads, T, T), "scores of shape")
+    x = params["tok_emb"][tokens]  # (B, T, d)
+    if config.positions:
+        x += params["pos_emb"][:T]
+    states = [x]
+    for layer in range(config.num_layers):
+        x, _ = _block_forward(x, params, config, layer, attn_mask)
+        states.append(x)
+    return states
 
 
 def masked_cross_entropy(logits, targets, loss_mask):
@@ -426,12 +459,25 @@ def masked_cross_entropy(logits, targets, loss_mask):
         raise ValueError(
             f"{fn}: logits must be a float (B, T, V) array, got {logits.dtype} {logits.shape}"
         )
-    B, T, V = logits.shape
+    targets, weights = _loss_weights(fn, logits.shape, targets, loss_mask, logits.dtype)
+    shifted = logits - _max_last(logits)  # (B, T, V)
+    probs = np.exp(shifted)
+    total = _sum_last(probs)  # (B, T, 1)
+    probs /= total
+    picked = np.take_along_axis(shifted, targets[..., None], axis=-1)[..., 0]  # (B, T)
+    log_p = picked - np.log(total[..., 0])  # (B, T) log softmax at the target
+    loss = -float(np.einsum("bt,bt->", weights, log_p))
+    return loss, (probs, targets, weights)
+
+
+def _loss_weights(fn, logits_shape, targets, loss_mask, dtype):
+    """Check targets and loss mask against logits (B, T, V); return (targets, m / sum(m))."""
+    B, T, V = logits_shape
     targets = np.asarray(targets)
     if not np.issubdtype(targets.dtype, np.integer) or targets.shape != (B, T):
         raise ValueError(
             f"{fn}: targets must be integer of shape {(B, T)} to match logits "
-            f"{logits.shape}, got {targets.dtype} {targets.shape}"
+            f"{logits_shape}, got {targets.dtype} {targets.shape}"
         )
     if targets.size and (targets.min() < 0 or targets.max() >= V):
         raise ValueError(
@@ -447,18 +493,11 @@ def masked_cross_entropy(logits, targets, loss_mask):
         raise ValueError(
             f"{fn}: loss_mask of shape {m.shape} does not broadcast to the targets' shape {(B, T)}"
         )
-    weights = np.broadcast_to(m, (B, T)).astype(logits.dtype)  # (B, T) a copy
+    weights = np.broadcast_to(m, (B, T)).astype(dtype)  # (B, T) a copy
     if not ((weights == 0) | (weights == 1)).all() or weights.sum() == 0:
         raise ValueError(f"{fn}: loss_mask of shape {m.shape} must hold 0/1 values, at least one 1")
     weights /= weights.sum()  # (B, T) sums to 1
-    shifted = logits - _max_last(logits)  # (B, T, V)
-    probs = np.exp(shifted)
-    total = _sum_last(probs)  # (B, T, 1)
-    probs /= total
-    picked = np.take_along_axis(shifted, targets[..., None], axis=-1)[..., 0]  # (B, T)
-    log_p = picked - np.log(total[..., 0])  # (B, T) log softmax at the target
-    loss = -float(np.einsum("bt,bt->", weights, log_p))
-    return loss, (probs, targets, weights)
+    return targets, weights
 
 
 def masked_cross_entropy_backward(cache):
@@ -491,18 +530,29 @@ def backward(d_logits, cache: DecoderCache) -> dict:
         )
     d, N = config.d_model, B * T
     grads = zeros_like_packed(params)
-    np.matmul(x_out.reshape(N, d).T, d_logits.reshape(N, -1), out=grads["W_out"])  # (d, V)
-    _sum_rows(d_logits.reshape(N, -1), out=grads["b_out"])
-    dx = d_logits @ params["W_out"].T  # (B, T, d)
+    g2 = d_logits.reshape(N, -1)  # (B T, V)
+    np.matmul(x_out.reshape(N, d).T, g2, out=grads["W_out"])  # (d, V)
+    _sum_rows(g2, out=grads["b_out"])
+    dx = (g2 @ params["W_out"].T).reshape(B, T, d)  # (B, T, d)
     if config.final_ln:
         dx, dgamma, dbeta = _layer_norm_backward(dx, c_f)
         _store_ln(grads, "ln_f", dgamma, dbeta)
+    return _backward_blocks(dx, tokens, blocks, params, config, grads)
+
+
+def _backward_blocks(dx, tokens, blocks, params, config, grads):
+    """From dL/dx_L (B, T, d) back through the blocks to the embeddings; fills ``grads``."""
+    B, T = tokens.shape
+    d, N = config.d_model, B * T
     for layer in reversed(range(config.num_layers)):
         dx = _block_backward(dx, blocks[layer], params, config, layer, grads)
     # dE[v] = sum of dx over the positions holding token v: a product with the one-hot matrix
     # of the tokens, which adds repeated tokens up exactly like np.add.at, several times faster
-    one_hot = tokens.reshape(N, 1) == np.arange(config.vocab_size)  # (N, vocab) bool
-    np.matmul(one_hot.T.astype(dx.dtype), dx.reshape(N, d), out=grads["tok_emb"])  # (vocab, d)
+    if N * config.vocab_size <= 1 << 22:
+        one_hot = tokens.reshape(N, 1) == np.arange(config.vocab_size)  # (N, vocab) bool
+        np.matmul(one_hot.T.astype(dx.dtype), dx.reshape(N, d), out=grads["tok_emb"])
+    else:  # a one-hot matrix this large would cost more than it saves
+        np.add.at(grads["tok_emb"], tokens, dx)
     if config.positions:
         ones_b = _ones(B, dx.dtype, False)
         np.matmul(ones_b, dx.reshape(B, T * d), out=grads["pos_emb"][:T].reshape(T * d))
@@ -510,10 +560,51 @@ def backward(d_logits, cache: DecoderCache) -> dict:
 
 
 def loss_and_grads(params: dict, config: DecoderConfig, tokens, targets, loss_mask, attn_mask=None):
-    """Forward, masked cross-entropy and backward in one call. Returns (loss, grads)."""
-    logits, cache = forward(params, config, tokens, attn_mask)
-    loss, c_loss = masked_cross_entropy(logits, targets, loss_mask)
-    return loss, backward(masked_cross_entropy_backward(c_loss), cache)
+    """Forward, masked cross-entropy and backward in one call. Returns (loss, grads).
+
+    The same numbers as ``forward``, ``masked_cross_entropy`` and ``backward`` in turn (up to
+    rounding), computed for training: the final layer norm and the output layer run only on
+    the positions the loss mask selects. The other positions carry no loss, so their logits
+    would only be computed to receive a zero gradient (half of the positions in chapter 10).
+    """
+    fn = "loss_and_grads"
+    dtype = _check_params(fn, params, config)
+    tokens = _check_tokens(fn, "tokens", tokens, config)
+    B, T = tokens.shape
+    V, d, N = config.vocab_size, config.d_model, B * T
+    targets, weights = _loss_weights(fn, (B, T, V), targets, loss_mask, dtype)
+    if attn_mask is not None:
+        attn_mask = bool_mask(fn, attn_mask, (B, config.num_heads, T, T), "scores of shape")
+    x, blocks = _forward_blocks(params, config, tokens, attn_mask)  # (B, T, d)
+    rows = np.flatnonzero(weights)  # (M,) the selected positions of the flattened (B T)
+    M = rows.size
+    w = weights.ravel()[rows]  # (M,) each 1 / M
+    xs = x.reshape(N, d)[rows]  # (M, d)
+    c_f = None
+    if config.final_ln:
+        xs, c_f = _layer_norm(xs, params["ln_f.gamma"], params["ln_f.beta"], config.ln_eps)
+    logits = xs @ params["W_out"]  # (M, V)
+    logits += params["b_out"]
+    logits -= _max_last(logits)  # softmax cross-entropy, in place
+    target = targets.ravel()[rows]  # (M,)
+    picked = logits[np.arange(M), target]  # (M,) shifted logit of the target
+    probs = np.exp(logits, out=logits)  # (M, V)
+    total = _sum_last(probs)  # (M, 1)
+    loss = -float(w @ (picked - np.log(total[:, 0])))
+    probs /= total
+    d_logits = probs  # (M, V): (softmax - onehot) * w
+    d_logits[np.arange(M), target] -= 1
+    d_logits *= w[:, None]
+    grads = zeros_like_packed(params)
+    np.matmul(xs.T, d_logits, out=grads["W_out"])  # (d, V)
+    _sum_rows(d_logits, out=grads["b_out"])
+    d_xs = d_logits @ params["W_out"].T  # (M, d)
+    if config.final_ln:
+        d_xs, dgamma, dbeta = _layer_norm_backward(d_xs, c_f)
+        _store_ln(grads, "ln_f", dgamma, dbeta)
+    dx = np.zeros((N, d), dtype=dtype)  # unselected positions: no gradient
+    dx[rows] = d_xs
+    return loss, _backward_blocks(dx.reshape(B, T, d), tokens, blocks, params, config, grads)
 
 
 def loss(params: dict, config: DecoderConfig, tokens, targets, loss_mask, attn_mask=None):

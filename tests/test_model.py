@@ -339,3 +339,47 @@ def test_flat_buffer_sees_through_changes_and_copies():
     assert flat_buffer(changed) is None
     reordered = {"b": params["b"], "a": params["a"]}
     assert flat_buffer(reordered) is None
+
+
+# ----------------------------------------------------------------------------- training path
+
+
+@pytest.mark.parametrize(
+    "options", [dict(), dict(ln="post", scale=False), dict(final_ln=False, positions=False)]
+)
+def test_loss_and_grads_equals_forward_loss_backward(options):
+    """The fused training path (output layer on the selected positions only) computes the same
+    loss and gradients as forward, masked_cross_entropy and backward in turn."""
+    config = M.DecoderConfig(**TINY, **options)
+    rng = np.random.default_rng(21)
+    params = perturbed_params(config, rng)
+    tokens, targets, _ = tiny_batch(rng, B=3, T=6)
+    loss_mask = rng.integers(0, 2, size=(3, 6))  # an irregular selection, per sequence
+    loss_mask[0, 0] = 1
+    both_ways = np.ones((6, 6), dtype=bool)
+    for attn_mask in (None, both_ways):
+        logits, cache = M.forward(params, config, tokens, attn_mask)
+        expected_loss, c_loss = M.masked_cross_entropy(logits, targets, loss_mask)
+        expected = M.backward(M.masked_cross_entropy_backward(c_loss), cache)
+        loss, grads = M.loss_and_grads(params, config, tokens, targets, loss_mask, attn_mask)
+        assert loss == pytest.approx(expected_loss, rel=1e-13)
+        assert normwise_relative_error(grads, expected) < 1e-13
+        assert flat_buffer(grads) is not None
+
+
+def test_hidden_states_are_the_residual_stream():
+    config = M.DecoderConfig(**TINY)
+    rng = np.random.default_rng(22)
+    params = perturbed_params(config, rng)
+    tokens = rng.integers(0, 7, size=(2, 5))
+    states = M.hidden_states(params, config, tokens)
+    assert len(states) == config.num_layers + 1 and all(s.shape == (2, 5, 8) for s in states)
+    np.testing.assert_array_equal(states[0], params["tok_emb"][tokens] + params["pos_emb"][:5])
+    last = (states[-1] - states[-1].mean(-1, keepdims=True)) / np.sqrt(
+        states[-1].var(-1, keepdims=True) + config.ln_eps
+    )
+    last = last * params["ln_f.gamma"] + params["ln_f.beta"]
+    logits = last @ params["W_out"] + params["b_out"]
+    np.testing.assert_allclose(logits, M.forward(params, config, tokens)[0], atol=1e-12)
+    with pytest.raises(ValueError, match=r"hidden_states: mask of shape \(3, 3\)"):
+        M.hidden_states(params, config, tokens, np.ones((3, 3), dtype=bool))

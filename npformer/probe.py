@@ -1,0 +1,93 @@
+"""A linear probe: how much of a label can a linear map read off a model's hidden states?
+
+Taught in chapter 11 (``chapters/11_ablations.ipynb``), where it asks whether a decoder without
+position embeddings still knows the position of each token (through the causal mask).
+
+The probe is a ridge-regression classifier: standardize the features, regress the one-hot
+labels on them (plus a bias) in closed form, predict the class with the largest output,
+
+    W = (X^T X + lambda N I)^{-1} X^T Y,     y_hat = argmax_c (x W)_c .
+
+It is linear and deterministic (no training loop, no learning rate): if it reads a label
+well above chance on held-out data, the label is linearly decodable from the states.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from npformer.validation import float_array
+
+
+class LinearProbe(NamedTuple):
+    """A fitted probe: standardization, then weights (d + 1, C) with the bias in the last row."""
+
+    mean: np.ndarray  # (d,)
+    std: np.ndarray  # (d,)
+    weights: np.ndarray  # (d + 1, C)
+
+
+def _check(fn: str, features, labels=None):
+    X = float_array(fn, "features", features)
+    if X.ndim != 2 or X.shape[0] < 1:
+        raise ValueError(f"{fn}: features must have shape (N, d) with N >= 1, got {X.shape}")
+    if labels is None:
+        return X, None
+    y = np.asarray(labels)
+    if not np.issubdtype(y.dtype, np.integer) or y.shape != (X.shape[0],) or (y < 0).any():
+        raise ValueError(
+            f"{fn}: labels must be non-negative integers of shape ({X.shape[0]},) to match "
+            f"features {X.shape}, got dtype {y.dtype} with shape {y.shape}"
+        )
+    return X, y
+
+
+def _design(probe_mean, probe_std, X):
+    Z = (X.astype(np.float64) - probe_mean) / probe_std  # (N, d)
+    return np.concatenate([Z, np.ones((X.shape[0], 1))], axis=1)  # (N, d + 1)
+
+
+def fit_linear_probe(features, labels, num_classes: int, ridge: float = 1e-3) -> LinearProbe:
+    """Fit the ridge classifier W = (X^T X + ridge N I)^{-1} X^T onehot(labels), in float64.
+
+    Features are standardized per column first (a constant column is left unscaled), so
+    ``ridge`` is relative to unit-variance features. The bias is not penalized.
+    Shapes: features (N, d), labels (N,) in [0, num_classes). Returns a :class:`LinearProbe`.
+    """
+    fn = "fit_linear_probe"
+    X, y = _check(fn, features, labels)
+    if num_classes < 2 or y.max() >= num_classes:
+        raise ValueError(
+            f"{fn}: num_classes={num_classes} must be >= 2 and exceed every label "
+            f"(largest {y.max()})"
+        )
+    if not ridge > 0:
+        raise ValueError(f"{fn}: ridge must be positive, got {ridge}")
+    mean = X.mean(axis=0).astype(np.float64)  # (d,)
+    std = X.std(axis=0).astype(np.float64)  # (d,)
+    std[std == 0] = 1.0
+    A = _design(mean, std, X)  # (N, d + 1)
+    Y = np.eye(num_classes)[y]  # (N, C) one-hot
+    penalty = ridge * X.shape[0] * np.eye(A.shape[1])  # (d + 1, d + 1)
+    penalty[-1, -1] = 0.0  # no penalty on the bias
+    weights = np.linalg.solve(A.T @ A + penalty, A.T @ Y)  # (d + 1, C)
+    return LinearProbe(mean, std, weights)
+
+
+def probe_predict(probe: LinearProbe, features) -> np.ndarray:
+    """The class with the largest output for each row of ``features`` (N, d). Returns (N,)."""
+    X, _ = _check("probe_predict", features)
+    if X.shape[1] != probe.mean.shape[0]:
+        raise ValueError(
+            f"probe_predict: features have shape {X.shape}, the probe was fitted on "
+            f"{probe.mean.shape[0]} columns"
+        )
+    return (_design(probe.mean, probe.std, X) @ probe.weights).argmax(axis=1)
+
+
+def probe_accuracy(probe: LinearProbe, features, labels) -> float:
+    """Share of rows whose predicted class equals the label."""
+    X, y = _check("probe_accuracy", features, labels)
+    return float((probe_predict(probe, X) == y).mean())

@@ -1,0 +1,175 @@
+"""Tests of npformer.experiment: the command line, its errors, JSON output, the grid runner."""
+
+import io
+import json
+
+import pytest
+
+from npformer.experiment import (
+    ABLATIONS,
+    WORKERS_ENV,
+    Job,
+    _ProgressBar,
+    build_parser,
+    cli_arguments,
+    config_from_args,
+    main,
+    run_grid,
+    run_in_subprocesses,
+    source_grid,
+    worker_count,
+)
+from npformer.train import TrainConfig
+
+TINY = ["--length", "2", "--steps", "5", "--d-model", "8", "--heads", "2", "--blocks", "1",
+        "--eval-size", "10"]  # fmt: skip
+
+
+def test_one_run_prints_one_json_line_and_no_bar_off_a_terminal(capsys):
+    assert main(["--task", "sort", *TINY]) == 0
+    out, err = capsys.readouterr()
+    lines = out.strip().splitlines()
+    assert len(lines) == 1
+    record = json.loads(lines[0])
+    for key in ("task", "length", "seed", "steps", "d_model", "num_heads", "num_layers", "ln",
+                "scale", "positions", "final_loss", "token_accuracy", "sequence_accuracy",
+                "seconds"):  # fmt: skip
+        assert key in record
+    assert record["task"] == "sort" and record["length"] == 2 and record["steps"] == 5
+    assert 0 <= record["sequence_accuracy"] <= record["token_accuracy"] <= 1
+    assert err == ""  # stderr is not a terminal under pytest: no progress bar
+
+
+def test_ablation_switches_reach_the_configuration():
+    switches = "--no-scale --no-positions --post-ln --lr 0.01 --d-model 64 --heads 1 --blocks 6"
+    args = build_parser().parse_args([*switches.split(), "--bidirectional-prompt"])
+    config = config_from_args(args)
+    assert (config.scale, config.positions, config.ln, config.lr) == (False, False, "post", 0.01)
+    assert (config.d_model, config.num_heads, config.num_layers) == (64, 1, 6)
+    assert config.prompt_attention == "bidirectional"
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        TrainConfig(),
+        TrainConfig(task="sort", length=8, seed=2),
+        TrainConfig(
+            scale=False,
+            positions=False,
+            ln="post",
+            lr=1e-2,
+            d_model=64,
+            num_heads=1,
+            num_layers=6,
+            d_ff=100,
+            prompt_attention="bidirectional",
+            dtype="float64",
+        ),
+    ],
+)
+def test_cli_arguments_round_trip(config):
+    assert config_from_args(build_parser().parse_args(cli_arguments(config))) == config
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["--task", "reverse"], "invalid choice: 'reverse'"),
+        (["--length", "six"], "invalid int value: 'six'"),
+        (["--length", "0"], "length must be a positive integer, got 0"),
+        (["--steps", "0"], "steps must be a positive integer, got 0"),
+        (["--d-model", "30"], "d_model=30 must be a multiple of num_heads=4"),
+        (["--lr", "-1"], "lr must be a positive finite number"),
+        (["--seed", "-2"], "seed must be >= 0"),
+        (["--eval-size", "0"], "--eval-size must be a positive integer"),
+        (["--workers", "0"], "--workers must be a positive integer"),
+        (["--grid", "--task", "sort"], "--grid runs the source's 23 fixed configurations"),
+        (["--grid", "--no-positions"], "cannot be combined with --no-positions"),
+        (["--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_bad_arguments_exit_non_zero_with_a_message(argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(argv)
+    assert exit_info.value.code != 0
+    err = capsys.readouterr().err
+    assert message in err and "usage:" in err
+
+
+def test_bad_worker_cap(monkeypatch, capsys):
+    monkeypatch.setenv(WORKERS_ENV, "many")
+    with pytest.raises(ValueError, match="NPFORMER_WORKERS must be a positive integer, got 'many'"):
+        worker_count(4)
+    with pytest.raises(SystemExit) as exit_info:
+        main(TINY)
+    assert exit_info.value.code != 0
+    assert "NPFORMER_WORKERS must be a positive integer" in capsys.readouterr().err
+
+
+def test_worker_count_is_capped(monkeypatch):
+    monkeypatch.delenv(WORKERS_ENV, raising=False)
+    assert worker_count(1) == 1
+    assert 1 <= worker_count(100) <= 100
+    monkeypatch.setenv(WORKERS_ENV, "1")
+    assert worker_count(100) == 1
+    monkeypatch.setenv(WORKERS_ENV, "64")
+    assert worker_count(3, workers=2) == 2
+    with pytest.raises(ValueError, match="workers must be a positive integer, got 0"):
+        worker_count(3, workers=0)
+
+
+def test_the_source_grid():
+    jobs = source_grid()
+    assert len(jobs) == 23
+    baseline = [j.config for j in jobs if j.name == "baseline"]
+    assert len(baseline) == 18
+    assert {(c.task, c.length, c.seed) for c in baseline} == {
+        (t, L, s) for t in ("copy", "sort") for L in (4, 6, 8) for s in (0, 1, 2)
+    }
+    ablations = {j.name: j.config for j in jobs if j.name != "baseline"}
+    assert set(ablations) == set(ABLATIONS)
+    assert not ablations["no scaling"].scale and not ablations["no positions"].positions
+    assert ablations["post-LN, lr 1e-2"].ln == "post" and ablations["post-LN, lr 1e-2"].lr == 1e-2
+    assert all((c.task, c.length, c.seed) == ("copy", 6, 0) for c in ablations.values())
+
+
+def tiny_job(name, seed, task="copy"):
+    return Job(name, TrainConfig(task=task, length=2, steps=5, d_model=8, num_heads=2,
+                                 num_layers=1, seed=seed))  # fmt: skip
+
+
+def test_run_grid_in_processes_equals_in_process_and_keeps_the_order(monkeypatch):
+    monkeypatch.setenv(WORKERS_ENV, "2")
+    jobs = [tiny_job("a", 0), tiny_job("b", 1, "sort"), tiny_job("c", 2)]
+    seen = []
+    parallel = run_grid(jobs, on_result=lambda i, r: seen.append(i))
+    serial = run_grid(jobs, workers=1)
+    assert sorted(seen) == [0, 1, 2]
+    assert [r.name for r in parallel] == ["a", "b", "c"]
+    for p, s in zip(parallel, serial, strict=True):
+        assert p.config == s.config
+        assert p.final_loss == s.final_loss  # one BLAS thread everywhere: the same numbers
+        assert p.token_accuracy == s.token_accuracy
+        assert p.losses.shape == (5,) and p.params is not None
+    with pytest.raises(ValueError, match="run_grid: jobs must be a sequence of Job"):
+        run_grid([TrainConfig()])
+
+
+def test_run_in_subprocesses_runs_the_command_line():
+    config = tiny_job("x", 0).config
+    [summary] = run_in_subprocesses([(config, {"OPENBLAS_CORETYPE": None})], workers=1)
+    assert summary["length"] == 2 and summary["steps"] == 5
+    assert 0 <= summary["token_accuracy"] <= 1
+
+
+def test_progress_bar_only_on_a_terminal():
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+
+    quiet, loud = io.StringIO(), Terminal()
+    _ProgressBar("x", quiet)(3, 10)
+    _ProgressBar("x", loud)(10, 10)
+    assert quiet.getvalue() == ""
+    assert "10/10" in loud.getvalue() and "#" in loud.getvalue()

@@ -1,0 +1,179 @@
+"""Tests of npformer.train: the loss mask, generation that reads its own outputs, evaluation,
+a tiny run that learns, determinism, and bad configurations."""
+
+import numpy as np
+import pytest
+
+import npformer.train as train_module
+from npformer.model import init_params, loss_and_grads
+from npformer.tasks import SEP, make_batch
+from npformer.train import (
+    TrainConfig,
+    evaluate,
+    generate,
+    prompt_attention_mask,
+    train,
+)
+
+
+def test_the_loss_sees_the_answer_only():
+    """Changing the targets of prompt positions changes neither the loss nor any gradient."""
+    config = TrainConfig(length=4, d_model=16, num_heads=2, num_layers=1, dtype="float64")
+    model_config = config.model_config()
+    params = init_params(model_config, np.random.default_rng(0), dtype=np.float64)
+    batch = make_batch(np.random.default_rng(1), 5, 4, "sort", dtype=np.float64)
+    loss, grads = loss_and_grads(params, model_config, *batch)
+    scrambled = batch.targets.copy()
+    scrambled[:, :4] = (scrambled[:, :4] + 7) % 21  # every prompt-position target changes
+    loss2, grads2 = loss_and_grads(params, model_config, batch.tokens, scrambled, batch.loss_mask)
+    assert loss == loss2
+    for name in grads:
+        np.testing.assert_array_equal(grads[name], grads2[name])
+    # ... while changing one answer target does change the loss
+    changed = batch.targets.copy()
+    changed[0, 6] = (changed[0, 6] + 1) % 20
+    assert loss_and_grads(params, model_config, batch.tokens, changed, batch.loss_mask)[0] != loss
+
+
+def successor_model(wrong_at: int, wrong_token: int):
+    """A fake model: it predicts "last token + 1 (mod 20)", except at generation step
+    ``wrong_at`` (counted from the separator) where it predicts ``wrong_token``. With the
+    separator as the last prompt token it starts from 0."""
+    calls = []
+
+    def next_logits(tokens):
+        B, t = tokens.shape
+        step = len(calls)
+        calls.append(tokens.copy())
+        last = tokens[:, -1]
+        nxt = np.where(last == SEP, 0, (last + 1) % 20)
+        if step == wrong_at:
+            nxt = np.full(B, wrong_token)
+        logits = np.zeros((B, t, 21))
+        logits[np.arange(B), -1, nxt] = 1.0
+        return logits
+
+    return next_logits, calls
+
+
+def test_generation_reads_its_own_outputs():
+    """A model forced to be wrong at one position: every later position sees the wrong token."""
+    start = np.array([[4, 9, SEP], [1, 2, SEP]])
+    next_logits, calls = successor_model(wrong_at=2, wrong_token=13)
+    out = generate(next_logits, start, 5)
+    # right answer would be 0 1 2 3 4; step 2 is forced to 13, and the steps after it continue
+    # from 13, which only happens if the generated (wrong) token is fed back
+    np.testing.assert_array_equal(out, [[0, 1, 13, 14, 15]] * 2)
+    assert [c.shape[1] for c in calls] == [3, 4, 5, 6, 7]
+    np.testing.assert_array_equal(calls[3][:, -1], [13, 13])  # the input after the mistake
+
+
+def test_generate_accepts_last_position_logits_and_checks_shapes():
+    out = generate(lambda tok: np.eye(21)[np.full(tok.shape[0], 5)], np.array([[SEP]]), 3)
+    np.testing.assert_array_equal(out, [[5, 5, 5]])
+    with pytest.raises(ValueError, match=r"generate: next_logits returned shape \(2, 21\)"):
+        generate(lambda tok: np.zeros((2, 21)), np.array([[SEP]]), 1)
+    with pytest.raises(ValueError, match=r"generate: start must be a \(B, t0\) integer array"):
+        generate(lambda tok: tok, np.zeros((1, 2)), 1)
+    with pytest.raises(ValueError, match="num_new must be a non-negative integer"):
+        generate(lambda tok: tok, np.zeros((1, 2), dtype=int), -1)
+
+
+def test_evaluate_counts_tokens_and_sequences(monkeypatch):
+    """With a copy oracle that errs once in every prompt starting with an even symbol, the
+    accuracies are exact fractions of the held-out set."""
+    config = TrainConfig(task="copy", length=3)
+
+    def fake_model_logits(params, model_config, mask_fn=None):
+        def next_logits(tokens):
+            B, t = tokens.shape
+            k = t - (config.length + 1)  # answer position being generated
+            nxt = tokens[:, k].copy()  # copy: the k-th prompt symbol
+            if k == 1:
+                nxt = np.where(tokens[:, 0] % 2 == 0, (nxt + 1) % 20, nxt)
+            logits = np.zeros((B, t, 21))
+            logits[np.arange(B), -1, nxt] = 1.0
+            return logits
+
+        return next_logits
+
+    monkeypatch.setattr(train_module, "model_logits", fake_model_logits)
+    ev = evaluate({}, config, n=200, seed=5)
+    even = (ev.prompts[:, 0] % 2 == 0).mean()
+    assert ev.sequence_accuracy == pytest.approx(1 - even)
+    assert ev.token_accuracy == pytest.approx(1 - even / 3)
+    assert ev.generated.shape == ev.expected.shape == (200, 3)
+
+
+def test_a_tiny_run_learns_copy():
+    config = TrainConfig(task="copy", length=2, steps=100, d_model=16, num_heads=2,
+                         num_layers=1, lr=1e-2)  # fmt: skip
+    untrained = train(TrainConfig(**{**config.__dict__, "steps": 1}))
+    assert evaluate(untrained.params, config).token_accuracy < 0.5
+    result = train(config)
+    assert result.losses.shape == (100,)
+    assert result.losses[-10:].mean() < 0.1 * result.losses[:10].mean()
+    ev = evaluate(result.params, config)
+    assert ev.sequence_accuracy >= 0.95
+
+
+def test_training_is_a_function_of_the_config():
+    config = TrainConfig(task="sort", length=3, steps=15, d_model=16, num_heads=2, num_layers=1)
+    a, b = train(config), train(config)
+    np.testing.assert_array_equal(a.losses, b.losses)
+    for name in a.params:
+        np.testing.assert_array_equal(a.params[name], b.params[name])
+    assert a.params["tok_emb"].dtype == np.float32
+    other = train(TrainConfig(**{**config.__dict__, "seed": 1}))
+    assert not np.array_equal(a.losses, other.losses)
+
+
+def test_progress_is_reported():
+    seen = []
+    train(TrainConfig(length=2, steps=10, d_model=8, num_heads=2, num_layers=1),
+          progress=lambda done, total: seen.append((done, total)))  # fmt: skip
+    assert seen[-1] == (10, 10) and len(seen) == 10
+
+
+def test_bidirectional_prompt_mask():
+    mask = prompt_attention_mask(3, 6, bidirectional=True)
+    assert mask.shape == (6, 6)
+    assert mask[:3, :3].all()  # the prompt sees itself both ways
+    np.testing.assert_array_equal(mask[3:], np.tril(np.ones((6, 6), bool))[3:])  # rest causal
+    assert prompt_attention_mask(3, 6, bidirectional=False) is None
+
+
+def test_bidirectional_prompt_run_and_evaluation():
+    config = TrainConfig(length=3, steps=5, d_model=8, num_heads=2, num_layers=1,
+                         prompt_attention="bidirectional", positions=False)  # fmt: skip
+    result = train(config)
+    ev = evaluate(result.params, config, n=20)
+    assert 0 <= ev.token_accuracy <= 1
+
+
+@pytest.mark.parametrize(
+    "changes, message",
+    [
+        ({"task": "reverse"}, "task must be one of"),
+        ({"length": 0}, "length must be a positive integer, got 0"),
+        ({"steps": -3}, "steps must be a positive integer, got -3"),
+        ({"seed": -1}, "seed must be >= 0"),
+        ({"lr": 0.0}, "lr must be a positive finite number"),
+        ({"lr": float("nan")}, "lr must be a positive finite number"),
+        ({"d_model": 30, "num_heads": 4}, "d_model=30 must be a multiple of num_heads=4"),
+        ({"ln": "middle"}, "ln must be one of"),
+        ({"dtype": "float16"}, "dtype must be 'float32' or 'float64'"),
+        ({"prompt_attention": "full"}, "prompt_attention must be one of"),
+        ({"d_ff": 0}, "d_ff must be a positive integer or None"),
+    ],
+)
+def test_bad_configurations(changes, message):
+    with pytest.raises(ValueError, match=message):
+        TrainConfig(**changes)
+
+
+def test_train_and_evaluate_check_their_inputs():
+    with pytest.raises(ValueError, match="train: config must be a TrainConfig, got dict"):
+        train({"task": "copy"})
+    with pytest.raises(ValueError, match=r"prompts must have shape \(n, 6\), got \(4, 5\)"):
+        evaluate({}, TrainConfig(), prompts=np.zeros((4, 5), dtype=int))
