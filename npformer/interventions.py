@@ -1,0 +1,516 @@
+"""Interventions on the decoder: read every head's attention, then change what the heads do.
+
+Taught in chapter 12 (``chapters/12_attention_maps.ipynb``), which uses them to test whether
+the attention maps of the trained copy model explain its outputs.
+
+:func:`forward_with_interventions` recomputes the forward pass of ``npformer.model.forward``
+from the package's public pieces (``layer_norm``, ``feed_forward``, ``split_heads``,
+``merge_heads``, ``masked_softmax``, ``causal_mask``), written to be read rather than to be
+fast, and accepts three kinds of intervention:
+
+- ablate a head: its output (its weighted sum of values, before W_o) is set to zero;
+- replace a head's attention weights: by a given (B, T, S) distribution, or by a rule applied
+  to the weights the head computed itself (:func:`uniform_weights`, :func:`permuted_weights`);
+- edit input tokens before the embedding (``token_edits``).
+
+With no intervention its logits equal ``npformer.model.forward``'s (checked in
+``tests/test_interventions.py`` and in the chapter). Around it: the distances that measure an
+intervention (:func:`total_variation`, :func:`js_divergence`), greedy generation under an
+intervention, and :func:`adversarial_weights`, the search for attention weights far from a
+head's own that leave every prediction unchanged.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from typing import NamedTuple
+
+import numpy as np
+
+from npformer.attention import masked_softmax, softmax
+from npformer.block import feed_forward, layer_norm
+from npformer.masks import causal_mask
+from npformer.model import DecoderConfig, parameter_shapes
+from npformer.multi_head import merge_heads, split_heads
+from npformer.train import generate
+from npformer.validation import bool_mask, float_array
+
+#: What ``replace`` maps a (layer, head) to: fixed weights, or a rule
+#: ``rule(own_weights (B, T, S), visible (B, T, S)) -> weights (B, T, S)``.
+Replacement = np.ndarray | Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+
+class InterventionResult(NamedTuple):
+    """The output of :func:`forward_with_interventions`."""
+
+    logits: np.ndarray  # (B, T, vocab_size)
+    weights: list  # per layer (B, h, T, T): the weights each head applied to its values
+    own_weights: list  # per layer (B, h, T, T): softmax(Q K^T / sqrt(d_h)) of each head
+
+
+# ----------------------------------------------------------------------------- validation
+
+
+def _check_params(fn: str, params: Mapping, config: DecoderConfig) -> np.dtype:
+    if not isinstance(config, DecoderConfig):
+        raise ValueError(f"{fn}: config must be a DecoderConfig, got {type(config).__name__}")
+    shapes = parameter_shapes(config)
+    missing = sorted(set(shapes) - set(params))
+    if missing:
+        raise ValueError(f"{fn}: params lack {missing} needed by the config")
+    dtype = np.asarray(params["tok_emb"]).dtype
+    for name, shape in shapes.items():
+        p = np.asarray(params[name])
+        if p.shape != shape or p.dtype != dtype or not np.issubdtype(dtype, np.floating):
+            raise ValueError(
+                f"{fn}: parameter {name} has shape {p.shape} and dtype {p.dtype}; the config "
+                f"needs shape {shape} and one floating dtype ({dtype} for tok_emb)"
+            )
+    return dtype
+
+
+def _check_tokens(fn: str, tokens, config: DecoderConfig) -> np.ndarray:
+    tokens = np.asarray(tokens)
+    if not np.issubdtype(tokens.dtype, np.integer) or tokens.ndim != 2 or tokens.shape[1] < 1:
+        raise ValueError(
+            f"{fn}: tokens must be integer ids of shape (B, T) with T >= 1, got dtype "
+            f"{tokens.dtype} with shape {tokens.shape}"
+        )
+    if tokens.size and (tokens.min() < 0 or tokens.max() >= config.vocab_size):
+        raise ValueError(
+            f"{fn}: tokens of shape {tokens.shape} hold ids in [{tokens.min()}, {tokens.max()}], "
+            f"outside the vocabulary [0, {config.vocab_size})"
+        )
+    if config.positions and tokens.shape[1] > config.max_len:
+        raise ValueError(
+            f"{fn}: tokens of shape {tokens.shape}: T = {tokens.shape[1]} exceeds the "
+            f"{config.max_len} rows of the position table"
+        )
+    return tokens
+
+
+def _check_head(fn: str, key, config: DecoderConfig) -> tuple[int, int]:
+    """A (layer, head) pair inside the model, or ValueError naming the valid ranges."""
+    try:
+        layer, head = (int(k) for k in key)
+    except (TypeError, ValueError):
+        raise ValueError(f"{fn}: a head is named by a (layer, head) pair, got {key!r}") from None
+    if not (0 <= layer < config.num_layers and 0 <= head < config.num_heads):
+        raise ValueError(
+            f"{fn}: head (layer={layer}, head={head}) is outside the model: layers "
+            f"0..{config.num_layers - 1}, heads 0..{config.num_heads - 1} "
+            f"(num_layers={config.num_layers}, num_heads={config.num_heads})"
+        )
+    return layer, head
+
+
+def _apply_token_edits(fn: str, tokens: np.ndarray, edits, config: DecoderConfig) -> np.ndarray:
+    """A copy of ``tokens`` with column ``position`` set to ``new`` for each edit."""
+    if not edits:
+        return tokens
+    B, T = tokens.shape
+    tokens = tokens.copy()
+    for position, new in dict(edits).items():
+        if not isinstance(position, (int, np.integer)) or not 0 <= position < T:
+            raise ValueError(
+                f"{fn}: token_edits position {position!r} is outside the tokens' shape {(B, T)}"
+            )
+        new = np.asarray(new)
+        if not np.issubdtype(new.dtype, np.integer) or new.shape not in ((), (B,)):
+            raise ValueError(
+                f"{fn}: token_edits[{position}] must be one token id or {B} of them (shape "
+                f"({B},)), got dtype {new.dtype} with shape {new.shape}"
+            )
+        if new.size and (new.min() < 0 or new.max() >= config.vocab_size):
+            raise ValueError(
+                f"{fn}: token_edits[{position}] holds ids outside the vocabulary "
+                f"[0, {config.vocab_size})"
+            )
+        tokens[:, position] = new
+    return tokens
+
+
+def check_attention_weights(fn: str, weights, visible: np.ndarray, dtype) -> np.ndarray:
+    """Return ``weights`` as a (B, T, S) array of ``dtype`` that is a distribution per query.
+
+    Checks: the shape is (B, T, S) or (T, S) (then shared by the batch) for ``visible`` of shape
+    (B, T, S); entries are finite and >= 0, exactly 0 on invisible keys, and each row sums to 1
+    over the visible keys (within sqrt of the machine epsilon of ``dtype``; a query that sees no
+    key at all must have weights 0, as ``masked_softmax`` gives it).
+    Raises ValueError naming the shapes otherwise.
+    """
+    B, T, S = visible.shape
+    w = float_array(fn, "replacement weights", weights)
+    if w.shape not in ((B, T, S), (T, S)):
+        raise ValueError(
+            f"{fn}: replacement weights of shape {w.shape} do not fit the head's weights: "
+            f"expected (B, T, S) = {(B, T, S)} or (T, S) = {(T, S)}"
+        )
+    shape = w.shape
+    w = np.broadcast_to(w, (B, T, S)).astype(dtype)  # (B, T, S) a copy
+    if not np.isfinite(w).all() or (w < 0).any():
+        raise ValueError(f"{fn}: replacement weights of shape {shape} must be finite and >= 0")
+    if (w[~visible] != 0).any():
+        raise ValueError(
+            f"{fn}: replacement weights of shape {shape} put weight on keys the mask hides"
+        )
+    sums = w.sum(axis=-1)  # (B, T)
+    expected = visible.any(axis=-1)  # (B, T) a query with no visible key reads nothing: sum 0
+    tol = math.sqrt(np.finfo(dtype).eps)
+    if np.abs(sums - expected).max() > tol:
+        worst = np.unravel_index(np.abs(sums - expected).argmax(), sums.shape)
+        raise ValueError(
+            f"{fn}: replacement weights of shape {shape} must sum to one over the visible keys "
+            f"of each query; row {tuple(int(i) for i in worst)} sums to {sums[worst]:.6g}"
+        )
+    return w
+
+
+def _check_interventions(fn, config, ablate, replace):
+    ablated = {_check_head(fn, key, config) for key in ablate}
+    replaced = {}
+    for key, value in dict(replace or {}).items():
+        if not (callable(value) or isinstance(value, (np.ndarray, list, tuple))):
+            raise ValueError(
+                f"{fn}: replace{key!r} must be an array of weights or a rule, got "
+                f"{type(value).__name__}"
+            )
+        replaced[_check_head(fn, key, config)] = value
+    both = sorted(ablated & set(replaced))
+    if both:
+        raise ValueError(f"{fn}: heads {both} are both ablated and replaced; choose one")
+    return ablated, replaced
+
+
+# ----------------------------------------------------------------------------- replacement rules
+
+
+def uniform_weights(weights, visible) -> np.ndarray:
+    """The same weight 1 / (number of visible keys) on every visible key of each query.
+
+    A replacement rule for ``replace``. Shapes: weights and visible (B, T, S).
+    Returns (B, T, S) in the dtype of ``weights``.
+    """
+    weights = float_array("uniform_weights", "weights", weights)
+    visible = bool_mask("uniform_weights", visible, weights.shape, "weights of shape")
+    visible = np.broadcast_to(visible, weights.shape)  # (B, T, S)
+    counts = visible.sum(axis=-1, keepdims=True)  # (B, T, 1)
+    return np.where(visible, 1.0 / np.maximum(counts, 1), 0.0).astype(weights.dtype)
+
+
+def permuted_weights(rng: np.random.Generator) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+    """A replacement rule that shuffles each query's weights among its visible keys.
+
+    Each row keeps exactly its own set of weights (so its entropy and its largest weight), but
+    the keys they land on are a uniformly random permutation of the visible keys, drawn from
+    ``rng``; invisible keys keep weight 0. Returns ``rule(weights, visible) -> (B, T, S)``.
+    """
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"permuted_weights: rng must be a numpy Generator, got {type(rng)}")
+
+    def rule(weights, visible):
+        weights = float_array("permuted_weights", "weights", weights)
+        visible = bool_mask("permuted_weights", visible, weights.shape, "weights of shape")
+        visible = np.broadcast_to(visible, weights.shape)  # (B, T, S)
+        S = weights.shape[-1]
+        # visible keys first, in index order / in a random order; the hidden keys follow in index
+        # order in both, so they map onto themselves (and keep weight 0)
+        in_order = np.argsort(np.where(visible, np.arange(S), S), axis=-1, kind="stable")
+        shuffled = np.argsort(
+            np.where(visible, rng.random(weights.shape), 2.0), axis=-1, kind="stable"
+        )
+        out = np.empty_like(weights)
+        np.put_along_axis(out, in_order, np.take_along_axis(weights, shuffled, axis=-1), axis=-1)
+        return out
+
+    return rule
+
+
+# ----------------------------------------------------------------------------- the forward pass
+
+
+def _attention_layer(x, params, config, layer, visible, ablated, replaced):
+    """One causal multi-head self-attention layer with its interventions.
+
+    Returns (out (B, T, d), applied weights (B, h, T, T), own weights (B, h, T, T)).
+    """
+    fn = "forward_with_interventions"
+    a, d, h = f"block{layer}.attn.", config.d_model, config.num_heads
+    qkv = x @ params[a + "W_qkv"] + params[a + "b_qkv"]  # (B, T, 3d) columns [Q | K | V]
+    Q = split_heads(qkv[..., :d], h)  # (B, h, T, d_h)
+    K = split_heads(qkv[..., d : 2 * d], h)  # (B, h, T, d_h)
+    V = split_heads(qkv[..., 2 * d :], h)  # (B, h, T, d_h)
+    scores = Q @ K.swapaxes(-1, -2)  # (B, h, T, T)
+    if config.scale:
+        scores = scores / math.sqrt(d // h)
+    own = masked_softmax(scores, visible)  # (B, h, T, T)
+    weights = own.copy()
+    for (lay, head), value in replaced.items():
+        if lay == layer:
+            new = value(own[:, head], visible[:, head]) if callable(value) else value
+            weights[:, head] = check_attention_weights(fn, new, visible[:, head], x.dtype)
+    context = weights @ V  # (B, h, T, d_h) each head's weighted sum of values
+    for lay, head in ablated:
+        if lay == layer:
+            context[:, head] = 0.0  # the head's output is gone; W_o and b_o stay
+    out = merge_heads(context) @ params[a + "W_o"] + params[a + "b_o"]  # (B, T, d)
+    return out, weights, own
+
+
+def forward_with_interventions(
+    params: Mapping,
+    config: DecoderConfig,
+    tokens,
+    *,
+    ablate: Iterable = (),
+    replace: Mapping | None = None,
+    token_edits: Mapping | None = None,
+    attn_mask=None,
+) -> InterventionResult:
+    """The decoder's forward pass, with every head's weights returned and interventions applied.
+
+    x_0 = tok_emb[tokens] + pos_emb[:T]; x_l = block_l(x_{l-1}); logits = LN_f(x_L) W_out + b_out,
+    where head k of layer l computes A = softmax(Q K^T / sqrt(d_h)) over the visible keys and
+    outputs A V, except that
+      - ``ablate``: iterable of (layer, head): the head outputs 0 instead of A V;
+      - ``replace``: {(layer, head): weights or rule}: the head outputs A' V, with A' a (B, T, S)
+        or (T, S) array, or ``rule(A (B, T, S), visible (B, T, S))``; A' must be a distribution
+        over each query's visible keys (see :func:`check_attention_weights`);
+      - ``token_edits``: {position: token id or (B,) ids}: the input tokens are changed there.
+    ``attn_mask`` (bool, broadcasting to (B, h, T, T)) replaces the causal mask, as in
+    ``npformer.model.forward``. Keeps the parameters' dtype.
+
+    Shapes: tokens (B, T) integer ids. Returns InterventionResult(logits (B, T, vocab_size),
+    weights, own_weights), the last two lists with one (B, h, T, T) array per layer.
+    """
+    fn = "forward_with_interventions"
+    _check_params(fn, params, config)
+    tokens = _check_tokens(fn, tokens, config)
+    ablated, replaced = _check_interventions(fn, config, ablate, replace)
+    tokens = _apply_token_edits(fn, tokens, token_edits, config)
+    B, T = tokens.shape
+    h = config.num_heads
+    mask = causal_mask(T) if attn_mask is None else attn_mask  # True = may attend
+    visible = np.broadcast_to(bool_mask(fn, mask, (B, h, T, T), "scores of shape"), (B, h, T, T))
+
+    x = params["tok_emb"][tokens]  # (B, T, d)
+    if config.positions:
+        x = x + params["pos_emb"][:T]  # (B, T, d)
+    applied, own = [], []
+    for layer in range(config.num_layers):
+        q = f"block{layer}."
+        ffn = {
+            name.rsplit(".", 1)[-1]: params[name]
+            for name in parameter_shapes(config)
+            if name.startswith(q + "ffn.")
+        }
+        ln1 = (params[q + "ln1.gamma"], params[q + "ln1.beta"], config.ln_eps)
+        ln2 = (params[q + "ln2.gamma"], params[q + "ln2.beta"], config.ln_eps)
+        args = (params, config, layer, visible, ablated, replaced)
+        if config.ln == "pre":  # x + f(LN(x))
+            attn, w, a = _attention_layer(layer_norm(x, *ln1)[0], *args)
+            x = x + attn
+            x = x + feed_forward(layer_norm(x, *ln2)[0], ffn, config.activation)[0]
+        else:  # LN(x + f(x))
+            attn, w, a = _attention_layer(x, *args)
+            x = layer_norm(x + attn, *ln1)[0]
+            x = layer_norm(x + feed_forward(x, ffn, config.activation)[0], *ln2)[0]
+        applied.append(w)
+        own.append(a)
+    if config.final_ln:
+        x = layer_norm(x, params["ln_f.gamma"], params["ln_f.beta"], config.ln_eps)[0]
+    logits = x @ params["W_out"] + params["b_out"]  # (B, T, vocab_size)
+    return InterventionResult(logits, applied, own)
+
+
+def generate_with_interventions(params, config: DecoderConfig, start, num_new: int, **kwargs):
+    """Greedy generation (``npformer.train.generate``) with the model under an intervention.
+
+    ``kwargs`` are those of :func:`forward_with_interventions`, applied at every step (the
+    sequence grows, so ``replace`` should hold rules, not fixed arrays).
+    Shapes: start (B, t0) integer. Returns the generated tokens, (B, num_new) int64.
+    """
+    return generate(
+        lambda tokens: forward_with_interventions(params, config, tokens, **kwargs).logits,
+        start,
+        num_new,
+    )
+
+
+# ----------------------------------------------------------------------------- distances
+
+
+def _check_pair(fn: str, p, q):
+    p = float_array(fn, "p", p)
+    q = float_array(fn, "q", q)
+    if p.shape != q.shape:
+        raise ValueError(f"{fn}: p has shape {p.shape} and q has shape {q.shape}; they must match")
+    return p, q
+
+
+def total_variation(p, q) -> np.ndarray:
+    """Total variation distance between distributions along the last axis: 1/2 sum |p - q|.
+
+    In [0, 1]: 0 for equal distributions, 1 for disjoint supports.
+    Shapes: p, q (..., n). Returns (...).
+    """
+    p, q = _check_pair("total_variation", p, q)
+    return 0.5 * np.abs(p - q).sum(axis=-1)
+
+
+def js_divergence(p, q) -> np.ndarray:
+    """Jensen-Shannon divergence along the last axis, in bits: 1/2 KL(p||m) + 1/2 KL(q||m).
+
+    m = (p + q) / 2, KL(p||m) = sum p log2(p / m) with 0 log 0 = 0. Symmetric, in [0, 1]:
+    0 for equal distributions, 1 for disjoint supports.
+    Shapes: p, q (..., n). Returns (...).
+    """
+    p, q = _check_pair("js_divergence", p, q)
+    m = 0.5 * (p + q)  # (..., n)
+    safe_m = np.where(m > 0, m, 1.0)
+    kl_p = np.where(p > 0, p * np.log2(np.where(p > 0, p, 1.0) / safe_m), 0.0).sum(axis=-1)
+    kl_q = np.where(q > 0, q * np.log2(np.where(q > 0, q, 1.0) / safe_m), 0.0).sum(axis=-1)
+    return np.maximum(0.5 * (kl_p + kl_q), 0.0)  # rounding can dip a hair below 0
+
+
+def js_divergence_grad_logits(p, z, visible) -> np.ndarray:
+    """d JS(p, softmax(z)) / dz over the visible keys, JS in bits.
+
+    With q = softmax(z) over the visible keys and m = (p + q) / 2:
+    dJS/dq_i = 1/2 log2(q_i / m_i), and through the softmax dJS/dz = q * (g - sum_j q_j g_j).
+    Zero at q = p: the ascent must start away from the original. Shapes: p, z, visible (..., n).
+    Returns (..., n), zero on invisible keys.
+    """
+    q = masked_softmax(z, visible)  # (..., n)
+    m = 0.5 * (p + q)
+    g = np.where(
+        visible & (q > 0), 0.5 * np.log2(np.where(q > 0, q, 1.0) / np.where(m > 0, m, 1)), 0
+    )
+    return q * (g - (q * g).sum(axis=-1, keepdims=True))  # (..., n)
+
+
+# ----------------------------------------------------------------------------- adversarial search
+
+
+class AdversarialResult(NamedTuple):
+    """What :func:`adversarial_weights` found for one head."""
+
+    weights: np.ndarray  # (B, T, T) adversarial weights (the head's own outside ``rows``)
+    own: np.ndarray  # (B, T, T) the head's own weights
+    distance: (
+        np.ndarray
+    )  # (B, R) JS (bits) from the own weights per searched row: the largest reached
+    history: np.ndarray  # (steps taken + 1,) the mean of ``distance`` after each step
+    accepted: np.ndarray  # (B, R) how many steps each row kept
+
+
+def adversarial_weights(
+    params: Mapping,
+    config: DecoderConfig,
+    tokens,
+    layer: int,
+    head: int,
+    rows,
+    *,
+    steps: int = 200,
+    step_size: float = 4.0,
+    init_scale: float = 0.5,
+    seed: int = 0,
+    min_step: float = 1e-6,
+) -> AdversarialResult:
+    """Gradient ascent on the distance of one head's weights from its own, predictions fixed.
+
+    The head's weights at the query positions ``rows`` are parametrized by logits z,
+    A'(z) = softmax(z) over the visible keys, started at log A + ``init_scale`` N(0, 1) noise
+    (seeded; JS has zero gradient at A' = A). Every query row r of every sequence b has its own
+    step size eta[b, r]. One step:
+
+    1. z' = z + eta * dJS(A, A'(z)) / dz for every row at once (JS in bits);
+    2. run the model with A'(z'): a row is a candidate if the prediction at its own position is
+       unchanged and its distance grew;
+    3. run the model with the candidates' rows moved and the other rows kept: if any prediction
+       at a position in ``rows`` changed, the whole sequence keeps its previous z (backtrack).
+
+    A kept row's step size grows by 1.5, any other row's halves. Every kept state therefore
+    predicts exactly what the model predicts, and a row's distance never decreases, so the
+    distances returned are the largest reached. A start whose noise already changes a
+    prediction falls back to A itself (distance 0). The search stops after ``steps`` steps, or
+    earlier once every step size is below ``min_step`` (every row is stuck: at a saturated
+    softmax, or against a prediction it may not change).
+
+    Shapes: tokens (B, T); rows (R,) query positions. Returns AdversarialResult.
+    """
+    fn = "adversarial_weights"
+    _check_params(fn, params, config)
+    tokens = _check_tokens(fn, tokens, config)
+    layer, head = _check_head(fn, (layer, head), config)
+    B, T = tokens.shape
+    rows = np.asarray(rows)
+    if (
+        rows.ndim != 1
+        or rows.size == 0
+        or not np.issubdtype(rows.dtype, np.integer)
+        or rows.min() < 0
+        or rows.max() >= T
+        or np.unique(rows).size != rows.size
+    ):
+        raise ValueError(
+            f"{fn}: rows must be distinct query positions in [0, {T}), a non-empty 1-D array, "
+            f"for tokens of shape {tokens.shape}; got {rows.tolist()}"
+        )
+    if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
+        raise ValueError(f"{fn}: steps must be a non-negative integer, got {steps!r}")
+    for name, value in (("step_size", step_size), ("init_scale", init_scale)):
+        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+            raise ValueError(f"{fn}: {name} must be a positive number, got {value!r}")
+
+    clean = forward_with_interventions(params, config, tokens)
+    target = clean.logits[:, rows].argmax(axis=-1)  # (B, R) the predictions to keep
+    own = clean.own_weights[layer][:, head]  # (B, T, T)
+    visible = np.broadcast_to(causal_mask(T), (B, T, T))[:, rows]  # (B, R, T)
+    p = own[:, rows]  # (B, R, T)
+
+    def run(z):
+        """Weights A'(z) in place of the head's rows; which predictions stay; row distances."""
+        q = masked_softmax(z, visible)  # (B, R, T)
+        full = own.copy()
+        full[:, rows] = q  # (B, T, T)
+        out = forward_with_interventions(params, config, tokens, replace={(layer, head): full})
+        same = out.logits[:, rows].argmax(axis=-1) == target  # (B, R)
+        return full, same, js_divergence(p, q)  # (B, T, T), (B, R), (B, R)
+
+    rng = np.random.default_rng(seed)
+    z0 = np.where(visible, np.log(np.maximum(p, np.finfo(p.dtype).tiny)), -np.inf)  # (B, R, T)
+    z = np.where(visible, z0 + init_scale * rng.standard_normal(p.shape), -np.inf)
+    weights, same, dist = run(z)
+    ok = same.all(axis=1)  # (B,)
+    z = np.where(ok[:, None, None], z, z0)  # a noisy start that changes a prediction: back to A
+    weights = np.where(ok[:, None, None], weights, own)
+    dist = np.where(ok[:, None], dist, 0.0)  # (B, R)
+    eta = np.full(dist.shape, float(step_size))  # (B, R)
+    accepted = np.zeros(dist.shape, dtype=np.int64)
+    history = [dist.mean()]
+    for _ in range(steps):
+        grad = js_divergence_grad_logits(p, z, visible)  # (B, R, T)
+        z_new = np.where(visible, z + eta[..., None] * grad, -np.inf)
+        _, same, dist_new = run(z_new)
+        keep = same & (dist_new > dist)  # (B, R) candidates
+        z_try = np.where(keep[..., None], z_new, z)
+        weights_try, same, dist_try = run(z_try)  # verify the combination
+        keep &= same.all(axis=1, keepdims=True)  # a sequence that changed anything: backtrack
+        seq = keep.any(axis=1)  # (B,) sequences that moved
+        z = np.where(keep[..., None], z_new, z)
+        weights = np.where(seq[:, None, None], weights_try, weights)
+        dist = np.where(keep, dist_try, dist)
+        eta = np.where(keep, eta * 1.5, eta * 0.5)
+        accepted += keep
+        history.append(dist.mean())
+        if eta.max() < min_step:
+            break
+    return AdversarialResult(weights, own, dist, np.array(history), accepted)
+
+
+def output_distributions(logits) -> np.ndarray:
+    """softmax over the vocabulary: the model's next-token distributions, (..., vocab_size)."""
+    return softmax(float_array("output_distributions", "logits", logits))
