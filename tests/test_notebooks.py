@@ -133,3 +133,15 @@ def test_every_chapter_links_to_the_next(path):
     assert f"({following.name})" in prose or f"({following.stem}" in prose, (
         f"{path.name} does not link to the next chapter, {following.name}"
     )
+
+
+def test_every_exercise_is_listed_on_the_exercises_page():
+    page = (ROOT / "exercises.md").read_text()
+    labels = []
+    for path in CHAPTERS:
+        for cell in read(path).cells:
+            if cell.cell_type == "markdown":
+                labels += re.findall(r"```\{exercise\}[^\n]*\n:label:\s*(\S+)", cell.source)
+    assert labels, "no exercises found"
+    missing = [label for label in labels if f"{{ref}}`{label}`" not in page]
+    assert not missing, f"exercises.md does not list {missing}"
