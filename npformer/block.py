@@ -207,9 +207,15 @@ def gelu_backward(d_out, x):
     return t
 
 
+def sigmoid(x):
+    """1 / (1 + exp(-x)) without overflow: exp only ever sees -|x|; keeps the dtype."""
+    e = np.exp(-np.abs(x))  # in (0, 1], never overflows
+    return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
+
+
 def silu(x):
     """x * sigmoid(x) (the "swish" of SwiGLU), keeping the dtype."""
-    return x / (1.0 + np.exp(-x))
+    return x * sigmoid(x)
 
 
 # ----------------------------------------------------------------------------- feed-forward
@@ -356,7 +362,7 @@ def _feed_forward_backward(d_out, cache):
     elif activation == "gelu":
         d_pre = gelu_backward(d_hidden, pre)
     else:
-        sig = 1.0 / (1.0 + np.exp(-pre))  # (..., d_ff)
+        sig = sigmoid(pre)  # (..., d_ff)
         act = pre * sig  # silu(pre)
         d_gate = d_hidden * act
         # silu'(p) = sig (1 + p (1 - sig))

@@ -301,15 +301,15 @@ def _attention_backward(d_out, cache, W_qkv, W_o, grads, prefix):
     d_ctx = d_merged.reshape(B, T, h, d_h).transpose(0, 2, 1, 3)  # (B, h, T, d_h) view
     d_qkv = np.empty((B, T, 3, h, d_h), dtype=x.dtype)
     dq, dk, dv = d_qkv.transpose(2, 0, 3, 1, 4)  # 3 x (B, h, T, d_h) views
-    np.matmul(P.swapaxes(-1, -2), d_ctx, out=dv)  # dV = P^T dO
-    dS = d_ctx @ v.swapaxes(-1, -2)  # (B, h, T, T) dP = dO V^T
-    row = _sum_last(dS * P)  # (B, h, T, 1) rowsum(dP * P)
-    dS -= row
-    dS *= P  # dS = P * (dP - rowsum(dP * P))
+    np.matmul(P.swapaxes(-1, -2), d_ctx, out=dv)  # dV = P^T dY
+    dZ = d_ctx @ v.swapaxes(-1, -2)  # (B, h, T, T) dP = dY V^T
+    row = _sum_last(dZ * P)  # (B, h, T, 1) rowsum(dP * P)
+    dZ -= row
+    dZ *= P  # dZ = P * (dP - rowsum(dP * P))
     if factor != 1.0:
-        dS *= factor
-    np.matmul(dS, k, out=dq)  # dQ = c dS K
-    np.matmul(dS.swapaxes(-1, -2), q, out=dk)  # dK = c dS^T Q
+        dZ *= factor
+    np.matmul(dZ, k, out=dq)  # dQ = c dZ K
+    np.matmul(dZ.swapaxes(-1, -2), q, out=dk)  # dK = c dZ^T Q
     d_qkv = d_qkv.reshape(N, 3 * d)  # (N, 3d)
     np.matmul(x.reshape(N, d).T, d_qkv, out=grads[prefix + "W_qkv"])  # (d, 3d)
     _sum_rows(d_qkv, out=grads[prefix + "b_qkv"])

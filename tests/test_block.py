@@ -253,3 +253,15 @@ def test_attention_backward_bad_inputs():
         scaled_dot_product_attention_backward(np.zeros((3, 5)), cache)
     with pytest.raises(ValueError, match="float32.*float64"):
         scaled_dot_product_attention_backward(np.zeros((3, 4), np.float32), cache)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_silu_does_not_overflow_and_keeps_the_dtype(dtype):
+    from npformer.block import silu
+
+    x = np.array([-1000.0, -100.0, -1.0, 0.0, 1.0, 100.0, 1000.0], dtype=dtype)
+    with np.errstate(over="raise"):
+        y = silu(x)
+    assert y.dtype == dtype
+    np.testing.assert_allclose(y[[2, 3, 4]], x[[2, 3, 4]] / (1 + np.exp(-x[[2, 3, 4]])), rtol=1e-6)
+    assert y[0] == 0 and y[-1] == x[-1]
