@@ -32,6 +32,11 @@ def _budget(path: str) -> float | None:
     return meta.get("book", {}).get("budget_seconds")
 
 
+def _ignored_cells(path: str) -> int:
+    cells = json.loads(Path(path).read_text())["cells"]
+    return sum("nbval-ignore-output" in c.get("metadata", {}).get("tags", []) for c in cells)
+
+
 def _problems(session) -> list[str]:
     problems = []
     if os.environ.get("NPFORMER_SKIP_BUDGETS") != "1":
@@ -56,6 +61,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         terminalreporter.section("notebook execution time")
         for nb, seconds in sorted(_seconds.items()):
             budget = _budget(nb)
-            terminalreporter.write_line(f"{nb}: {seconds:6.1f} s (budget {budget} s)")
+            terminalreporter.write_line(
+                f"{nb}: {seconds:6.1f} s (budget {budget} s), "
+                f"{_ignored_cells(nb)} cell(s) tagged nbval-ignore-output"
+            )
     for line in _problems(terminalreporter._session):
         terminalreporter.write_line(f"FAILED RULE: {line}", red=True, bold=True)
