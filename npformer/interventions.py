@@ -31,7 +31,7 @@ import numpy as np
 from npformer.attention import masked_softmax, softmax
 from npformer.block import feed_forward, layer_norm
 from npformer.masks import causal_mask
-from npformer.model import DecoderConfig, parameter_shapes
+from npformer.model import DecoderConfig, check_tokens, parameter_shapes
 from npformer.multi_head import merge_heads, split_heads
 from npformer.train import generate
 from npformer.validation import bool_mask, float_array
@@ -68,26 +68,6 @@ def _check_params(fn: str, params: Mapping, config: DecoderConfig) -> np.dtype:
                 f"needs shape {shape} and one floating dtype ({dtype} for tok_emb)"
             )
     return dtype
-
-
-def _check_tokens(fn: str, tokens, config: DecoderConfig) -> np.ndarray:
-    tokens = np.asarray(tokens)
-    if not np.issubdtype(tokens.dtype, np.integer) or tokens.ndim != 2 or tokens.shape[1] < 1:
-        raise ValueError(
-            f"{fn}: tokens must be integer ids of shape (B, T) with T >= 1, got dtype "
-            f"{tokens.dtype} with shape {tokens.shape}"
-        )
-    if tokens.size and (tokens.min() < 0 or tokens.max() >= config.vocab_size):
-        raise ValueError(
-            f"{fn}: tokens of shape {tokens.shape} hold ids in [{tokens.min()}, {tokens.max()}], "
-            f"outside the vocabulary [0, {config.vocab_size})"
-        )
-    if config.positions and tokens.shape[1] > config.max_len:
-        raise ValueError(
-            f"{fn}: tokens of shape {tokens.shape}: T = {tokens.shape[1]} exceeds the "
-            f"{config.max_len} rows of the position table"
-        )
-    return tokens
 
 
 def _check_head(fn: str, key, config: DecoderConfig) -> tuple[int, int]:
@@ -286,7 +266,7 @@ def forward_with_interventions(
     """
     fn = "forward_with_interventions"
     _check_params(fn, params, config)
-    tokens = _check_tokens(fn, tokens, config)
+    tokens = check_tokens(fn, "tokens", tokens, config)
     ablated, replaced = _check_interventions(fn, config, ablate, replace)
     tokens = _apply_token_edits(fn, tokens, token_edits, config)
     B, T = tokens.shape
@@ -443,7 +423,7 @@ def adversarial_weights(
     """
     fn = "adversarial_weights"
     _check_params(fn, params, config)
-    tokens = _check_tokens(fn, tokens, config)
+    tokens = check_tokens(fn, "tokens", tokens, config)
     layer, head = _check_head(fn, (layer, head), config)
     B, T = tokens.shape
     rows = np.asarray(rows)

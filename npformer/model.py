@@ -201,7 +201,8 @@ def _check_params(fn: str, params: dict, config: DecoderConfig) -> np.dtype:
     return dtype
 
 
-def _check_tokens(fn: str, name: str, tokens, config: DecoderConfig) -> np.ndarray:
+def check_tokens(fn: str, name: str, tokens, config: DecoderConfig) -> np.ndarray:
+    """Token ids as an integer (B, T) array inside the vocabulary and the position table."""
     tokens = np.asarray(tokens)
     if not np.issubdtype(tokens.dtype, np.integer):
         raise ValueError(f"{fn}: {name} must be integer token ids, got dtype {tokens.dtype}")
@@ -393,7 +394,7 @@ def forward(params: dict, config: DecoderConfig, tokens, attn_mask=None):
     """
     fn = "forward"
     _check_params(fn, params, config)
-    tokens = _check_tokens(fn, "tokens", tokens, config)
+    tokens = check_tokens(fn, "tokens", tokens, config)
     B, T = tokens.shape
     if attn_mask is not None:
         attn_mask = bool_mask(fn, attn_mask, (B, config.num_heads, T, T), "scores of shape")
@@ -431,7 +432,7 @@ def hidden_states(params: dict, config: DecoderConfig, tokens, attn_mask=None) -
     """
     fn = "hidden_states"
     _check_params(fn, params, config)
-    tokens = _check_tokens(fn, "tokens", tokens, config)
+    tokens = check_tokens(fn, "tokens", tokens, config)
     B, T = tokens.shape
     if attn_mask is not None:
         attn_mask = bool_mask(fn, attn_mask, (B, config.num_heads, T, T), "scores of shape")
@@ -569,7 +570,7 @@ def loss_and_grads(params: dict, config: DecoderConfig, tokens, targets, loss_ma
     """
     fn = "loss_and_grads"
     dtype = _check_params(fn, params, config)
-    tokens = _check_tokens(fn, "tokens", tokens, config)
+    tokens = check_tokens(fn, "tokens", tokens, config)
     B, T = tokens.shape
     V, d, N = config.vocab_size, config.d_model, B * T
     targets, weights = _loss_weights(fn, (B, T, V), targets, loss_mask, dtype)

@@ -353,9 +353,9 @@ def test_bad_token_edits():
 
 def test_bad_tokens_and_params_and_mask():
     config, params = tiny_model()
-    with pytest.raises(ValueError, match=r"shape \(B, T\).*shape \(5,\)"):
+    with pytest.raises(ValueError, match=r"shape \(B, T\).*\(5,\)"):
         I.forward_with_interventions(params, config, np.arange(5))
-    with pytest.raises(ValueError, match=r"shape \(1, 2\) hold ids in \[0, 9\]"):
+    with pytest.raises(ValueError, match=r"shape \(1, 2\) holds ids in \[0, 9\]"):
         I.forward_with_interventions(params, config, np.array([[0, 9]]))
     with pytest.raises(ValueError, match=r"T = 7 exceeds the 6 rows"):
         I.forward_with_interventions(params, config, np.zeros((1, 7), dtype=int))
