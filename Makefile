@@ -22,10 +22,11 @@ export MALLOC_MMAP_THRESHOLD_ := 1073741824
 export PYTHONHASHSEED := 0
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: help install book test execute test-portable bench lint lock clean
+.PHONY: help install book pdf test execute test-portable bench lint lock clean
 
 help:
 	@echo "make book           build the HTML book into _build/html (installs first)"
+	@echo "make pdf            the print edition: the whole book as one PDF in _build/pdf"
 	@echo "make test           pytest over tests/ and nbval over every notebook (NB=... for one)"
 	@echo "make execute        re-execute notebooks in place to refresh stored outputs (NB=...)"
 	@echo "make test-portable  nbval again under other BLAS / SIMD kernels"
@@ -51,6 +52,9 @@ book: install
 	$(VENV)/bin/jupyter-book build --all -W --keep-going --path-output . .
 	test -f _build/html/_static/mathjax/tex-chtml.js || { echo "MathJax missing from the build"; exit 1; }
 	@echo "book: _build/html/index.html"
+
+pdf: install
+	$(PY) scripts/build_pdf.py
 
 test: install
 	$(PY) -m pytest $(TESTS) $(NB) --nbval --nbval-current-env \
