@@ -22,7 +22,7 @@ export MALLOC_MMAP_THRESHOLD_ := 1073741824
 export PYTHONHASHSEED := 0
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: help install book pdf test execute test-portable bench lint lock clean
+.PHONY: help install book pdf test execute test-portable bench mutants lint lock clean
 
 help:
 	@echo "make book           build the HTML book into _build/html (installs first)"
@@ -31,6 +31,7 @@ help:
 	@echo "make execute        re-execute notebooks in place to refresh stored outputs (NB=...)"
 	@echo "make test-portable  nbval again under other BLAS / SIMD kernels"
 	@echo "make bench          side-by-side timing and memory ratios"
+	@echo "make mutants        apply each bug of mutants/ and check that the book catches it"
 	@echo "make lint           ruff over the package, tests, scripts, benchmarks and notebooks"
 	@echo "make clean          remove the build, the venv and node_modules"
 
@@ -68,6 +69,9 @@ test-portable: install
 
 bench: install
 	$(PY) benchmarks/run.py $(BENCH)
+
+mutants: install
+	$(PY) scripts/mutants.py $(MUTANTS)
 
 lint: install
 	$(VENV)/bin/ruff check npformer tests scripts benchmarks chapters
