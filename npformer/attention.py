@@ -14,7 +14,14 @@ from typing import NamedTuple
 import numpy as np
 
 from npformer.reductions import _max_last, _sum_last
-from npformer.validation import attention_inputs, bool_mask, float_array, same_dtype
+from npformer.validation import (
+    attention_inputs,
+    axis_of,
+    bool_mask,
+    flag,
+    float_array,
+    same_dtype,
+)
 
 
 def softmax(x, axis: int = -1) -> np.ndarray:
@@ -24,8 +31,7 @@ def softmax(x, axis: int = -1) -> np.ndarray:
     constant along the axis) and keeps ``exp`` from overflowing. Keeps the input's dtype.
     """
     x = float_array("softmax", "x", x)
-    if not -x.ndim <= axis < x.ndim:
-        raise ValueError(f"softmax: axis {axis} is out of range for shape {x.shape}")
+    axis = axis_of("softmax", axis, x.ndim, x.shape)
     shifted = x - x.max(axis=axis, keepdims=True)
     e = np.exp(shifted)
     return e / e.sum(axis=axis, keepdims=True)
@@ -39,6 +45,7 @@ def masked_softmax(scores, mask=None, axis: int = -1) -> np.ndarray:
     reads nothing. ``mask`` must broadcast to ``scores.shape``.
     """
     scores = float_array("masked_softmax", "scores", scores)
+    axis = axis_of("masked_softmax", axis, scores.ndim, scores.shape)
     if mask is None:
         return softmax(scores, axis=axis)
     mask = bool_mask("masked_softmax", mask, scores.shape, "scores of shape")
@@ -83,8 +90,8 @@ def scaled_dot_product_attention(
     Q, K, V, batch = attention_inputs(fn, Q, K, V)
     T, S = Q.shape[-2], K.shape[-2]
     scores_shape = batch + (T, S)
-    _check_flag(fn, "scale", scale)
-    _check_flag(fn, "causal", causal)
+    flag(fn, "scale", scale)
+    flag(fn, "causal", causal)
     if causal and T > S:
         raise ValueError(
             f"{fn}: causal=True needs at least as many keys as queries (the queries are the last "
@@ -96,11 +103,6 @@ def scaled_dot_product_attention(
         bias = score_bias(fn, bias, scores_shape, Q.dtype)
     factor = 1.0 / math.sqrt(Q.shape[-1]) if scale else 1.0
     return _attention(Q, K, V, factor, mask, bias, causal)
-
-
-def _check_flag(fn: str, name: str, value) -> None:
-    if not isinstance(value, (bool, np.bool_)):
-        raise ValueError(f"{fn}: {name} must be True or False, got {value!r}")
 
 
 def score_bias(fn: str, bias, scores_shape: tuple, dtype) -> np.ndarray:
@@ -186,7 +188,7 @@ def scaled_dot_product_attention_backward(d_out, cache: AttentionCache, *, bias_
     fn = "scaled_dot_product_attention_backward"
     if not isinstance(cache, AttentionCache):
         raise ValueError(f"{fn}: cache must be the AttentionCache of scaled_dot_product_attention")
-    _check_flag(fn, "bias_grad", bias_grad)
+    flag(fn, "bias_grad", bias_grad)
     d_out = float_array(fn, "d_out", d_out, min_rank=2)
     P, V = cache.weights, cache.V
     expected = P.shape[:-1] + (V.shape[-1],)

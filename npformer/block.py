@@ -22,7 +22,14 @@ import numpy as np
 from npformer.attention import AttentionCache, _attention, _attention_backward
 from npformer.positions import alibi_bias, apply_rope
 from npformer.reductions import _max_last, _ones, _sum_last, _sum_rows  # noqa: F401
-from npformer.validation import float_array, same_dtype
+from npformer.validation import (
+    array_dict,
+    float_array,
+    generator,
+    int_at_least,
+    positive_number,
+    same_dtype,
+)
 
 ACTIVATIONS = ("relu", "gelu", "swiglu")
 
@@ -47,6 +54,10 @@ def _check_layer_norm(fn: str, x, gamma, beta):
     beta = float_array(fn, "beta", beta)
     same_dtype(fn, x=x, gamma=gamma, beta=beta)
     d = x.shape[-1]
+    if d == 0:
+        raise ValueError(
+            f"{fn}: x of shape {x.shape} has width d = 0: there is nothing to normalize"
+        )
     if gamma.shape != (d,) or beta.shape != (d,):
         raise ValueError(
             f"{fn}: gamma {gamma.shape} and beta {beta.shape} must both have shape ({d},) "
@@ -62,6 +73,7 @@ def layer_norm(x, gamma, beta, eps: float = 1e-5):
     Shapes: x (..., d), gamma (d,), beta (d,). Returns (out (..., d), LayerNormCache).
     """
     x, gamma, beta = _check_layer_norm("layer_norm", x, gamma, beta)
+    eps = positive_number("layer_norm", "eps", eps)
     return _layer_norm(x, gamma, beta, eps)
 
 
@@ -92,6 +104,8 @@ def layer_norm_backward(d_out, cache: LayerNormCache):
     Shapes: d_out (..., d). Returns (dx (..., d), dgamma (d,), dbeta (d,)).
     """
     fn = "layer_norm_backward"
+    if not isinstance(cache, LayerNormCache):
+        raise ValueError(f"{fn}: cache must be the LayerNormCache of layer_norm")
     d_out = float_array(fn, "d_out", d_out)
     if d_out.shape != cache.x_hat.shape:
         raise ValueError(
@@ -128,7 +142,7 @@ def _layer_norm_backward(d_out, cache):
 
 def relu(x):
     """max(x, 0), keeping the dtype."""
-    return np.maximum(x, 0)
+    return np.maximum(float_array("relu", "x", x), 0)
 
 
 def gelu(x):
@@ -137,6 +151,10 @@ def gelu(x):
     The tanh form is the one GPT-2 and BERT use; ``torch.nn.functional.gelu(x,
     approximate="tanh")`` computes the same function. Keeps the dtype.
     """
+    return _gelu(float_array("gelu", "x", x))
+
+
+def _gelu(x):
     u = x * x  # x^2
     u *= _GELU_A
     u += 1.0
@@ -154,6 +172,14 @@ def gelu_backward(d_out, x):
     With u = c (x + a x^3) and t = tanh(u):
         gelu'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2).
     """
+    fn = "gelu_backward"
+    d_out, x = float_array(fn, "d_out", d_out), float_array(fn, "x", x)
+    if d_out.shape != x.shape:
+        raise ValueError(f"{fn}: d_out has shape {d_out.shape} and x has shape {x.shape}")
+    return _gelu_backward(d_out, x)
+
+
+def _gelu_backward(d_out, x):
     x2 = x * x
     u = x2 * _GELU_A
     u += 1.0
@@ -177,13 +203,18 @@ def gelu_backward(d_out, x):
 
 def sigmoid(x):
     """1 / (1 + exp(-x)) without overflow: exp only ever sees -|x|; keeps the dtype."""
+    return _sigmoid(float_array("sigmoid", "x", x))
+
+
+def _sigmoid(x):
     e = np.exp(-np.abs(x))  # in (0, 1], never overflows
     return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
 
 
 def silu(x):
     """x * sigmoid(x) (the "swish" of SwiGLU), keeping the dtype."""
-    return x * sigmoid(x)
+    x = float_array("silu", "x", x)
+    return x * _sigmoid(x)
 
 
 # ----------------------------------------------------------------------------- feed-forward
@@ -209,8 +240,8 @@ def init_feed_forward_params(
     "W_gate" (d, d_ff) and "b_gate" (d_ff,).
     """
     fn = "init_feed_forward_params"
-    if d_model <= 0 or d_ff <= 0:
-        raise ValueError(f"{fn}: d_model={d_model} and d_ff={d_ff} must be positive")
+    d_model, d_ff = int_at_least(fn, "d_model", d_model), int_at_least(fn, "d_ff", d_ff)
+    generator(fn, rng)
     _check_activation(fn, activation)
     params = {
         "W_1": rng.normal(0.0, 1.0 / math.sqrt(d_model), (d_model, d_ff)),
@@ -226,7 +257,9 @@ def init_feed_forward_params(
 
 def feed_forward_num_params(d_model: int, d_ff: int, activation: str = "relu") -> int:
     """Parameter count of ``feed_forward``: 2 d d_ff + d_ff + d, plus d d_ff + d_ff for SwiGLU."""
-    _check_activation("feed_forward_num_params", activation)
+    fn = "feed_forward_num_params"
+    d_model, d_ff = int_at_least(fn, "d_model", d_model), int_at_least(fn, "d_ff", d_ff)
+    _check_activation(fn, activation)
     count = 2 * d_model * d_ff + d_ff + d_model
     if activation == "swiglu":
         count += d_model * d_ff + d_ff
@@ -249,6 +282,7 @@ def feed_forward(x, params: dict, activation: str = "relu"):
     fn = "feed_forward"
     _check_activation(fn, activation)
     x = float_array(fn, "x", x)
+    array_dict(fn, "params", params)
     names = ["W_1", "b_1", "W_2", "b_2"] + (["W_gate", "b_gate"] if activation == "swiglu" else [])
     missing = [n for n in names if n not in params]
     if missing:
@@ -283,11 +317,11 @@ def _feed_forward(x, params, activation):
     if activation == "relu":
         hidden = np.maximum(pre, 0)  # (N, d_ff)
     elif activation == "gelu":
-        hidden = gelu(pre)
+        hidden = _gelu(pre)
     else:
         gate = x2 @ params["W_gate"]  # (N, d_ff)
         gate += params["b_gate"]
-        hidden = silu(pre)
+        hidden = pre * _sigmoid(pre)  # silu
         hidden *= gate
         gate = gate.reshape(lead + (d_ff,))
     out = hidden @ params["W_2"]  # (N, d)
@@ -305,6 +339,8 @@ def feed_forward_backward(d_out, cache: FeedForwardCache):
     Returns (dx (..., d), grads: dict with the same keys and shapes as the params).
     """
     fn = "feed_forward_backward"
+    if not isinstance(cache, FeedForwardCache):
+        raise ValueError(f"{fn}: cache must be the FeedForwardCache of feed_forward")
     d_out = float_array(fn, "d_out", d_out)
     expected = cache.x.shape[:-1] + (cache.params["W_2"].shape[-1],)
     if d_out.shape != expected:
@@ -328,9 +364,9 @@ def _feed_forward_backward(d_out, cache):
         d_pre = d_hidden
         d_pre *= pre > 0  # the kink at 0 gets derivative 0
     elif activation == "gelu":
-        d_pre = gelu_backward(d_hidden, pre)
+        d_pre = _gelu_backward(d_hidden, pre)
     else:
-        sig = sigmoid(pre)  # (..., d_ff)
+        sig = _sigmoid(pre)  # (..., d_ff)
         act = pre * sig  # silu(pre)
         d_gate = d_hidden * act
         # silu'(p) = sig (1 + p (1 - sig))
@@ -445,11 +481,24 @@ def _self_attention_backward(d_out, cache, W_qkv, W_o, grads, prefix):
 # ----------------------------------------------------------------------------- the block
 
 
+def _check_config(fn: str, config) -> None:
+    from npformer.model import DecoderConfig  # the stack's config; model imports this module
+
+    if not isinstance(config, DecoderConfig):
+        raise ValueError(f"{fn}: config must be a DecoderConfig, got {type(config).__name__}")
+
+
 def block_parameter_shapes(config, layer: int) -> dict[str, tuple[int, ...]]:
     """Names and shapes of the parameters of block ``layer`` (12 d^2 + 13 d of them for ReLU).
 
     ``config`` is a ``npformer.model.DecoderConfig`` (its d_model, d_ff and activation).
     """
+    _check_config("block_parameter_shapes", config)
+    layer = int_at_least("block_parameter_shapes", "layer", layer, minimum=0)
+    if layer >= config.num_layers:
+        raise ValueError(
+            f"block_parameter_shapes: layer {layer} does not exist in {config.num_layers} blocks"
+        )
     d, d_ff, q = config.d_model, config.d_ff, f"block{layer}."
     shapes = {
         q + "ln1.gamma": (d,),
@@ -476,6 +525,7 @@ def block_num_params(config) -> int:
 
     With ReLU or GELU and d_ff = 4 d this is 12 d^2 + 13 d.
     """
+    _check_config("block_num_params", config)
     d = config.d_model
     return 4 * d * d + 4 * d + 4 * d + feed_forward_num_params(d, config.d_ff, config.activation)
 

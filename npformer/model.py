@@ -42,7 +42,7 @@ from npformer.block import (  # noqa: F401 (AttentionLayerCache, BlockCache: re-
 from npformer.optim import pack, zeros_like_packed
 from npformer.positions import sinusoidal_positions
 from npformer.reductions import _max_last, _ones, _sum_last, _sum_rows
-from npformer.validation import bool_mask, divisible
+from npformer.validation import array_dict, bool_mask, divisible, flag, generator, positive_number
 
 LN_PLACEMENTS = ("pre", "post")
 
@@ -119,8 +119,9 @@ class DecoderConfig:
             raise ValueError(
                 f"{fn}: activation must be one of {ACTIVATIONS}, got {self.activation!r}"
             )
-        if not self.ln_eps > 0:
-            raise ValueError(f"{fn}: ln_eps must be positive, got {self.ln_eps}")
+        positive_number(fn, "ln_eps", self.ln_eps)
+        flag(fn, "scale", self.scale)
+        flag(fn, "final_ln", self.final_ln)
         object.__setattr__(self, "positions", position_scheme(fn, self.positions))
         if self.positions == "sinusoidal" and self.d_model % 2:
             raise ValueError(
@@ -141,9 +142,16 @@ class DecoderConfig:
 # ----------------------------------------------------------------------------- parameters
 
 
+def check_config(fn: str, config) -> DecoderConfig:
+    """Return ``config`` if it is a DecoderConfig, or raise ValueError naming its type."""
+    if not isinstance(config, DecoderConfig):
+        raise ValueError(f"{fn}: config must be a DecoderConfig, got {type(config).__name__}")
+    return config
+
+
 def parameter_shapes(config: DecoderConfig) -> dict[str, tuple[int, ...]]:
     """Names and shapes of every parameter, in the order ``init_params`` packs them."""
-    return dict(_parameter_shapes(config))
+    return dict(_parameter_shapes(check_config("parameter_shapes", config)))
 
 
 @functools.lru_cache(maxsize=64)
@@ -164,6 +172,7 @@ def _parameter_shapes(config: DecoderConfig) -> tuple:
 
 def num_params(config: DecoderConfig) -> int:
     """Closed form for the whole model: embeddings, positions, blocks, final LN, output layer."""
+    check_config("num_params", config)
     d, vocab = config.d_model, config.vocab_size
     count = vocab * d + config.num_layers * block_num_params(config) + d * vocab + vocab
     if config.positions == "learned":
@@ -181,7 +190,12 @@ def init_params(config: DecoderConfig, rng: np.random.Generator, dtype=np.float6
     float32 and float64 models from the same seed hold the same numbers up to rounding.
     Returns {name: array} with the names and shapes of ``parameter_shapes(config)``.
     """
-    dtype = np.dtype(dtype)
+    check_config("init_params", config)
+    generator("init_params", rng)
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"init_params: dtype must be float32 or float64, got {dtype!r}") from None
     if dtype not in (np.float32, np.float64):
         raise ValueError(f"init_params: dtype must be float32 or float64, got {dtype}")
     arrays = {}
@@ -199,17 +213,21 @@ def init_params(config: DecoderConfig, rng: np.random.Generator, dtype=np.float6
 
 
 def _check_params(fn: str, params: dict, config: DecoderConfig) -> np.dtype:
+    check_config(fn, config)
+    array_dict(fn, "params", params)
     shapes = _parameter_shapes(config)
     if len(params) != len(shapes) or any(name not in params for name, _ in shapes):
         names = {name for name, _ in shapes}
         missing = sorted(names - set(params))
         extra = sorted(set(params) - names)
         raise ValueError(f"{fn}: params do not match the config: missing {missing}, extra {extra}")
-    dtype = params["tok_emb"].dtype
+    dtype = np.asarray(params["tok_emb"]).dtype
     if dtype not in (np.float32, np.float64):
         raise ValueError(f"{fn}: parameters must be float32 or float64, got {dtype}")
     for name, shape in shapes:
         p = params[name]
+        if not isinstance(p, np.ndarray):
+            raise ValueError(f"{fn}: parameter {name} must be an ndarray, got {type(p).__name__}")
         if p.shape != shape or p.dtype != dtype:
             raise ValueError(
                 f"{fn}: parameter {name} has shape {p.shape} and dtype {p.dtype}; the config "
@@ -220,6 +238,7 @@ def _check_params(fn: str, params: dict, config: DecoderConfig) -> np.dtype:
 
 def check_tokens(fn: str, name: str, tokens, config: DecoderConfig) -> np.ndarray:
     """Token ids as an integer (B, T) array inside the vocabulary and the position table."""
+    check_config(fn, config)
     tokens = np.asarray(tokens)
     if not np.issubdtype(tokens.dtype, np.integer):
         raise ValueError(f"{fn}: {name} must be integer token ids, got dtype {tokens.dtype}")
@@ -389,6 +408,10 @@ def _loss_weights(fn, logits_shape, targets, loss_mask, dtype):
 
 def masked_cross_entropy_backward(cache):
     """dL/dlogits = (softmax(logits) - onehot(targets)) * m / sum(m). Returns (B, T, V)."""
+    if not (isinstance(cache, tuple) and len(cache) == 3):
+        raise ValueError(
+            "masked_cross_entropy_backward: cache must be the one masked_cross_entropy returned"
+        )
     probs, targets, weights = cache
     B, T, V = probs.shape
     d = probs.copy()
@@ -407,6 +430,8 @@ def backward(d_logits, cache: DecoderCache) -> dict:
     parameters (same names, shapes and dtype).
     """
     fn = "backward"
+    if not isinstance(cache, DecoderCache):
+        raise ValueError(f"{fn}: cache must be the DecoderCache of forward")
     tokens, blocks, x_out, c_f, params, config = cache
     B, T = tokens.shape
     d_logits = np.asarray(d_logits)
@@ -502,4 +527,6 @@ def loss(params: dict, config: DecoderConfig, tokens, targets, loss_mask, attn_m
 
 def ffn_preactivations(cache: DecoderCache) -> list:
     """The feed-forward pre-activations x W_1 + b_1 of every block, (B, T, d_ff) each."""
+    if not isinstance(cache, DecoderCache):
+        raise ValueError("ffn_preactivations: cache must be the DecoderCache of forward")
     return [block.ffn.pre for block in cache.blocks]

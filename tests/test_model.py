@@ -249,13 +249,60 @@ def test_adam_matches_torch(packed, dtype):
         np.testing.assert_allclose(p, t.detach().numpy(), atol=tol)
 
 
+@pytest.mark.parametrize("shapes", [((3,), (3,)), ((2, 3), (5,)), ((4,), (2, 2))])
+def test_adam_aligns_packed_gradients_by_name(shapes):
+    """Gradients packed in another order than the parameters go to the parameter of their name:
+    the same result as unpacked dicts, step after step (the flat buffers are NOT paired by
+    position, which would swap the two updates)."""
+    rng = np.random.default_rng(40)
+    arrays = {"a": rng.normal(size=shapes[0]), "b": rng.normal(size=shapes[1])}
+    packed = pack(arrays)
+    plain = {n: a.copy() for n, a in arrays.items()}
+    opt_packed, opt_plain = Adam(packed, lr=0.1), Adam(plain, lr=0.1)
+    for _ in range(3):
+        g = {"b": rng.normal(size=shapes[1]), "a": rng.normal(size=shapes[0])}  # reversed order
+        reordered = pack(g)
+        assert flat_buffer(reordered) is not None and list(reordered) == ["b", "a"]
+        opt_packed.step(reordered)
+        opt_plain.step(g)
+        for name in arrays:
+            np.testing.assert_array_equal(packed[name], plain[name])
+    assert flat_buffer(packed) is not None  # the parameters stay packed, updated in place
+    # and the packed fast path, same order, gives the same numbers as the name-by-name loop
+    p1, p2 = pack(arrays), pack(arrays)
+    o1, o2 = Adam(p1, lr=0.1), Adam(p2, lr=0.1)
+    g = pack({"a": rng.normal(size=shapes[0]), "b": rng.normal(size=shapes[1])})
+    o1.step(g)
+    o2.step(dict(g))  # a plain dict: not a flat buffer, so the loop runs
+    assert all(np.array_equal(p1[n], p2[n]) for n in arrays)
+
+
 def test_adam_bad_inputs():
     params = pack({"a": np.zeros(3)})
     with pytest.raises(ValueError, match="lr"):
         Adam(params, lr=0)
     with pytest.raises(ValueError, match="betas"):
         Adam(params, betas=(1.0, 0.9))
+    for bad in (None, [], {}, [np.zeros(3)]):
+        with pytest.raises(ValueError, match="params must be a non-empty dict"):
+            Adam(bad)
+    with pytest.raises(ValueError, match=r"parameter 'a' must be a floating ndarray.*list"):
+        Adam({"a": [0.0, 1.0]})
+    with pytest.raises(ValueError, match=r"parameter 'a' must be a floating ndarray.*int64"):
+        Adam({"a": np.zeros(3, dtype=np.int64)})
+    for lr in (None, True, "0.1", float("nan"), float("inf"), -1.0):
+        with pytest.raises(ValueError, match="lr must be a positive finite number"):
+            Adam(params, lr=lr)
+    with pytest.raises(ValueError, match="eps must be a positive finite number"):
+        Adam(params, eps=None)
+    for betas in (None, 0.9, (0.9,), (0.9, None), (True, 0.9), (0.9, 0.999, 0.1)):
+        with pytest.raises(ValueError, match="betas=.* must be two numbers in"):
+            Adam(params, betas=betas)
     opt = Adam(params)
+    with pytest.raises(ValueError, match="grads must be a dict"):
+        opt.step(None)
+    with pytest.raises(ValueError, match="gradient a must be an ndarray, got list"):
+        opt.step({"a": [0.0, 0.0, 0.0]})
     with pytest.raises(ValueError, match=r"missing \['a'\], extra \['b'\]"):
         opt.step({"b": np.zeros(3)})
     with pytest.raises(ValueError, match=r"shape \(4,\).*shape \(3,\)"):
