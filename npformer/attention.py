@@ -1,8 +1,13 @@
-"""Softmax and scaled dot-product attention.
+"""Softmax and scaled dot-product attention: the package's one attention core.
 
 Taught in chapter 01 (``chapters/01_attention.ipynb``); the masked behaviour is discussed in
-chapter 03; the backward pass (``scaled_dot_product_attention_backward``) is taught in chapter 06
-(``chapters/06_block.ipynb``).
+chapter 03, the additive score bias (ALiBi, T5) in chapter 05; the backward pass
+(``scaled_dot_product_attention_backward``) is taught in chapter 06 (``chapters/06_block.ipynb``).
+
+Every attention in the package runs this core: multi-head attention (``npformer.multi_head``),
+the decoder's blocks (``npformer.block``, through the unchecked ``_attention`` and
+``_attention_backward`` with the causal fast path and preallocated gradient buffers), and
+``npformer.positions.attention_with_bias``.
 """
 
 from __future__ import annotations
