@@ -85,7 +85,6 @@ def main(out: Path) -> None:
     ax.text(z_right + 0.8, mid + 0.3, "softmax", ha="center", va="bottom", fontsize=10)
     ax.text(z_right + 0.8, mid - 0.3, "each row,\nover keys", ha="center", va="top", fontsize=8.5)
     x = grid(ax, z_right + 1.6, top, T, S, COLORS["P"], "P", "(T, S) weights", highlight_row=ROW)
-    p_left = z_right + 1.6
     ax.text(
         x + 0.08,
         top - (ROW + 0.5) * CELL,

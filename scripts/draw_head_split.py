@@ -45,7 +45,9 @@ def cell(ax, x, y, value):
             linewidth=0.8,
         )
     )
-    ax.text(x + CELL / 2, y - CELL / 2, f"{int(round(value))}", ha="center", va="center", fontsize=9)
+    ax.text(
+        x + CELL / 2, y - CELL / 2, f"{int(round(value))}", ha="center", va="center", fontsize=9
+    )
 
 
 def matrix(ax, x, y, M, title, shape):

@@ -1,4 +1,4 @@
-"""Chapter 01's checker passes a right softmax and fails each typical mistake, on the right check."""
+"""Chapter 01's checker passes a right softmax and fails each typical mistake on its check."""
 
 import numpy as np
 

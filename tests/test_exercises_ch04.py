@@ -1,4 +1,4 @@
-"""Chapter 04's checkers pass a right split/merge and fail each typical mistake, on the right check."""
+"""Chapter 04's checkers pass a right split/merge and fail typical mistakes on their checks."""
 
 from npformer.exercises import NOT_ATTEMPTED
 from npformer.exercises.ch04 import (

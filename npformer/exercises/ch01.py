@@ -50,14 +50,20 @@ def _shift_invariant(fn):
 CHECKS = [
     Check("one row, [2, 1, 0]", _matches(np.array([2.0, 1.0, 0.0]))),
     Check("every row of a (3, 4) array sums to one", _rows_sum_to_one),
-    Check("a (2, 3, 5) batch, softmax along the last axis", _matches(
-        np.linspace(-2.0, 3.0, 30).reshape(2, 3, 5) * np.array([1.0, -1.0, 0.5, 2.0, 0.0])
-    )),
-    Check("large scores, [1000, 999, 998]: no overflow", _matches(np.array([1000.0, 999.0, 998.0]))),
+    Check(
+        "a (2, 3, 5) batch, softmax along the last axis",
+        _matches(
+            np.linspace(-2.0, 3.0, 30).reshape(2, 3, 5) * np.array([1.0, -1.0, 0.5, 2.0, 0.0])
+        ),
+    ),
+    Check(
+        "large scores, [1000, 999, 998]: no overflow", _matches(np.array([1000.0, 999.0, 998.0]))
+    ),
     Check("a constant added to a row changes nothing", _shift_invariant),
-    Check("two rows far apart, [0, 1, 2] and [-1000, -1001, -1002]", _matches(
-        np.array([[0.0, 1.0, 2.0], [-1000.0, -1001.0, -1002.0]])
-    )),
+    Check(
+        "two rows far apart, [0, 1, 2] and [-1000, -1001, -1002]",
+        _matches(np.array([[0.0, 1.0, 2.0], [-1000.0, -1001.0, -1002.0]])),
+    ),
 ]
 
 
