@@ -67,8 +67,8 @@ def main(out: Path) -> None:
     symbol(ax, x + 0.3, mid, "\u00d7")
     kt_top = top - (T - D_H) * CELL / 2
     x = grid(ax, x + 0.6, kt_top, D_H, S, COLORS["K"], "K\u1d40", "(d_h, S)")
-    symbol(ax, x + 0.8, mid, "/ \u221ad_h  =", size=12)
-    x = grid(ax, x + 1.6, top, T, S, COLORS["Z"], "Z", "(T, S) scores", highlight_row=ROW)
+    symbol(ax, x + 0.95, mid, "/ \u221ad_h  =", size=12)
+    x = grid(ax, x + 1.85, top, T, S, COLORS["Z"], "Z", "(T, S) scores", highlight_row=ROW)
     z_right = x
 
     # softmax over each row (the keys axis)
