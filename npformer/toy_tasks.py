@@ -306,3 +306,22 @@ def evaluate(task: LookbackTask, params: dict, num_heads: int, tokens) -> Evalua
     return Evaluation(
         correct.mean(axis=(0, 1)), float(correct.all(axis=-1).mean()), cache.attention.weights
     )
+
+
+def most_frequent_accuracy(task: LookbackTask, tokens) -> float:
+    """Accuracy of a guess that reads the tokens but not their positions.
+
+    The guess is the symbol that occurs most often in the sequence (ties go to the smallest
+    symbol), the same for every position and every offset. It is the chance level for a layer
+    that has learned what the sequence contains but not where: anything that beats it must
+    use positions. Averaged over positions and offsets. Ties do not matter: the targets of one
+    offset are the sequence's own tokens in another order, so the guess is right at
+    (largest count) / seq_len of the positions.
+    """
+    fn = "most_frequent_accuracy"
+    task = _check_task(fn, task)
+    tokens = _tokens(fn, task, tokens)
+    symbols = np.arange(task.vocab_size)
+    counts = (tokens[:, :, None] == symbols).sum(axis=1)  # (B, vocab)
+    guess = counts.argmax(axis=-1)  # (B,) a commonest symbol
+    return float((targets_of(task, tokens) == guess[:, None, None]).mean())

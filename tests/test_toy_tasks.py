@@ -153,3 +153,17 @@ def test_forward_and_backward_check_their_arguments():
         tt.backward(logits[..., :2], cache)
     with pytest.raises(ValueError, match="targets"):
         tt.cross_entropy(logits, targets[..., :1])
+
+
+def test_most_frequent_accuracy_guesses_the_commonest_symbol():
+    task = tt.make_task(3, 4, (1,))
+    # row 0: symbol 2 is commonest, and the token one back is 2 at 3 of 4 positions;
+    # row 1: symbol 0 is commonest, and the token one back is 0 at 2 of 4 positions
+    tokens = np.array([[2, 2, 2, 1], [0, 1, 0, 2]])
+    assert tt.most_frequent_accuracy(task, tokens) == (3 + 2) / 8
+    # the targets of one offset are the tokens in another order: accuracy = largest count / T
+    tokens = np.random.default_rng(3).integers(0, 3, size=(50, 4))
+    largest = max(np.bincount(row, minlength=3).max() for row in tokens[:1])
+    assert tt.most_frequent_accuracy(task, tokens[:1]) == largest / 4
+    with pytest.raises(ValueError, match="tokens"):
+        tt.most_frequent_accuracy(task, np.array([[0, 1, 2]]))
