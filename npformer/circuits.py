@@ -61,8 +61,7 @@ def _check(fn: str, params: Mapping, config: DecoderConfig, head: int):
         raise ValueError(f"{fn}: head must be an integer, got {head!r}")
     if not 0 <= head < config.num_heads:
         raise ValueError(
-            f"{fn}: head {head} is outside 0..{config.num_heads - 1} "
-            f"(num_heads={config.num_heads})"
+            f"{fn}: head {head} is outside 0..{config.num_heads - 1} (num_heads={config.num_heads})"
         )
 
 
@@ -88,7 +87,10 @@ def qk_terms(params: Mapping, config: DecoderConfig, tokens, head: int) -> QKTer
     s = np.sqrt(_centered(x).var(axis=-1, keepdims=True) + config.ln_eps)  # (B, T, 1)
     gamma, beta = params["block0.ln1.gamma"], params["block0.ln1.beta"]
     W, b = params["block0.attn.W_qkv"], params["block0.attn.b_qkv"]
-    cols = {"q": slice(head * d_h, (head + 1) * d_h), "k": slice(d + head * d_h, d + (head + 1) * d_h)}
+    cols = {
+        "q": slice(head * d_h, (head + 1) * d_h),
+        "k": slice(d + head * d_h, d + (head + 1) * d_h),
+    }
     parts = {}
     for name, c in cols.items():
         parts[name] = (
@@ -160,4 +162,5 @@ def copying_score(circuit) -> float:
     if m.ndim != 2 or m.shape[0] != m.shape[1] or m.shape[0] < 2 or not np.isfinite(m).all():
         raise ValueError(f"copying_score: circuit must be a finite square matrix, got {m.shape}")
     eig = np.linalg.eigvals(_centered(m))
-    return float(eig.real.sum() / np.abs(eig).sum())
+    size = np.abs(eig).sum()
+    return float(eig.real.sum() / size) if size > 0 else 0.0  # a constant matrix copies nothing

@@ -50,7 +50,9 @@ class InterventionResult(NamedTuple):
     logits: np.ndarray  # (B, T, vocab_size)
     weights: list  # per layer (B, h, T, T): the weights each head applied to its values
     own_weights: list  # per layer (B, h, T, T): softmax(Q K^T / sqrt(d_h)) of each head
-    outputs: list  # per layer (B, h, T, d_h): what each head wrote, before W_o (after interventions)
+    outputs: (
+        list  # per layer (B, h, T, d_h): what each head wrote, before W_o (after interventions)
+    )
 
 
 # ----------------------------------------------------------------------------- validation

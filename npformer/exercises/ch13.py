@@ -54,12 +54,18 @@ def mask_after_softmax(X):
 
 def one_key_ahead(X):
     """Leaks: the mask is off by one and shows each query the next key."""
-    return masked_softmax(_scores(X), causal_mask(len(X), len(X)) | np.eye(len(X), k=1, dtype=bool)) @ _qkv(X)[2]
+    return (
+        masked_softmax(_scores(X), causal_mask(len(X), len(X)) | np.eye(len(X), k=1, dtype=bool))
+        @ _qkv(X)[2]
+    )
 
 
 def diagonal_hidden(X):
     """Causal (too strict): each query sees only the keys before it; row 0 reads nothing."""
-    return masked_softmax(_scores(X), np.tril(np.ones((len(X), len(X)), dtype=bool), k=-1)) @ _qkv(X)[2]
+    return (
+        masked_softmax(_scores(X), np.tril(np.ones((len(X), len(X)), dtype=bool), k=-1))
+        @ _qkv(X)[2]
+    )
 
 
 def finite_mask(X):
