@@ -61,6 +61,11 @@ class InterventionResult(NamedTuple):
 def _check_params(fn: str, params: Mapping, config: DecoderConfig) -> np.dtype:
     if not isinstance(config, DecoderConfig):
         raise ValueError(f"{fn}: config must be a DecoderConfig, got {type(config).__name__}")
+    if config.positions not in ("learned", "none"):
+        # the heads are re-run here one by one; RoPE and ALiBi live inside the block's layer
+        raise ValueError(
+            f"{fn}: interventions support positions 'learned' or 'none', got {config.positions!r}"
+        )
     shapes = parameter_shapes(config)
     missing = sorted(set(shapes) - set(params))
     if missing:
@@ -311,7 +316,7 @@ def forward_with_interventions(
     visible = np.broadcast_to(bool_mask(fn, mask, (B, h, T, T), "scores of shape"), (B, h, T, T))
 
     x = params["tok_emb"][tokens]  # (B, T, d)
-    if config.positions:
+    if config.positions == "learned":
         x = x + params["pos_emb"][:T]  # (B, T, d)
     applied, own, outputs = [], [], []
     for layer in range(config.num_layers):

@@ -475,3 +475,15 @@ def test_adversarial_search_with_a_tv_bound_keeps_the_output_within_it():
     for bad in (0, 1.5, -0.1, True, float("nan")):
         with pytest.raises(ValueError, match="max_tv must be None or a number"):
             I.adversarial_weights(params, config, tokens, 0, 0, rows, max_tv=bad)
+
+
+@pytest.mark.parametrize("scheme", ["sinusoidal", "rope", "alibi"])
+def test_other_position_schemes_are_refused(scheme):
+    from npformer.model import DecoderConfig, init_params
+
+    config = DecoderConfig(
+        vocab_size=5, d_model=8, num_heads=2, num_layers=1, d_ff=8, max_len=4, positions=scheme
+    )
+    params = init_params(config, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="interventions support positions"):
+        I.forward_with_interventions(params, config, np.zeros((1, 3), dtype=int))
