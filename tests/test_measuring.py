@@ -28,7 +28,6 @@ from npformer.measuring import (
     wall_and_cpu,
 )
 
-
 SLEEP = """
 import time
 from npformer.measuring import wall_and_cpu
