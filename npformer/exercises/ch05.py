@@ -73,7 +73,8 @@ def _frequencies(fn: Callable) -> str | None:
     # say which pair turns at the wrong rate: the first whose columns differ
     worst = np.abs(got - expected).max(axis=0)  # (16,)
     pair = int(np.flatnonzero(worst > 1e-9)[0]) // 2
-    return f"pair i = {pair} turns at the wrong rate (expected w_{pair} = {fmt(1e4 ** (-pair / 8))}); {problem}"
+    rate = fmt(1e4 ** (-pair / 8))  # w_i = 10000^(-2i/16)
+    return f"pair i = {pair} turns at the wrong rate (expected w_{pair} = {rate}); {problem}"
 
 
 CHECKS = [
