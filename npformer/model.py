@@ -1,10 +1,11 @@
-"""The decoder-only Transformer with learned positions: forward, masked loss, backward.
+"""The decoder-only Transformer: forward, masked loss, backward.
 
 Taught in chapter 06 (``chapters/06_block.ipynb``), which checks its hand-written backward pass
 three ways (central differences, torch autograd, side-by-side training); trained in chapters 10
 and 11.
 
-The model: token embedding + learned position table, ``num_layers`` blocks (pre-LN
+The model: token embedding (+ a learned or sinusoidal position table, or RoPE or ALiBi inside
+attention, chapter 05), ``num_layers`` blocks (pre-LN
 x + f(LN(x)) or post-LN LN(x + f(x))), each a causal multi-head self-attention and a
 position-wise feed-forward network, an optional final layer norm and an untied output layer
 with bias. Parameters live in a flat dict name -> array (``init_params``), packed in one buffer
@@ -26,7 +27,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.attention import masked_softmax
+from npformer.attention import AttentionCache, _attention
+from npformer.attention import _attention_backward as _attention_backward_core
 from npformer.block import (
     ACTIVATIONS,
     _feed_forward,
@@ -40,9 +42,41 @@ from npformer.block import (
     feed_forward_num_params,
 )
 from npformer.optim import pack, zeros_like_packed
+from npformer.positions import alibi_bias, apply_rope, sinusoidal_positions
 from npformer.validation import bool_mask, divisible
 
 LN_PLACEMENTS = ("pre", "post")
+
+#: Where the decoder's position information comes from (chapter 05): a learned table added to
+#: the embeddings, the fixed sinusoidal table added to them, rotary queries and keys in every
+#: attention layer, ALiBi's linear distance penalty on the scores, or nothing at all.
+POSITION_SCHEMES = ("learned", "sinusoidal", "rope", "alibi", "none")
+
+
+class PositionScheme(str):
+    """A name from ``POSITION_SCHEMES`` that is false only for "none".
+
+    True and False are accepted for "learned" and "none", so ``if config.positions:`` asks
+    whether the model has any position information.
+    """
+
+    __slots__ = ()
+
+    def __bool__(self) -> bool:
+        return self != "none"
+
+
+def position_scheme(fn: str, value) -> PositionScheme:
+    """``value`` as a PositionScheme: a name of ``POSITION_SCHEMES``, or True / False for
+    "learned" / "none"; anything else raises ValueError naming it."""
+    if isinstance(value, (bool, np.bool_)):
+        return PositionScheme("learned" if value else "none")
+    if not isinstance(value, str) or value not in POSITION_SCHEMES:
+        raise ValueError(
+            f"{fn}: positions must be one of {POSITION_SCHEMES} (or True / False for "
+            f"'learned' / 'none'), got {value!r}"
+        )
+    return PositionScheme(value)
 
 
 @dataclass(frozen=True)
@@ -51,8 +85,13 @@ class DecoderConfig:
 
     ``max_len`` is the number of rows of the learned position table (sequences may be shorter);
     ``ln`` is "pre" (x + f(LN(x))) or "post" (LN(x + f(x))); ``scale`` divides the attention
-    scores by sqrt(d_h); ``activation`` is "relu", "gelu" or "swiglu"; ``positions=False``
-    drops the position table (an ablation); ``final_ln`` adds a layer norm before the output.
+    scores by sqrt(d_h); ``activation`` is "relu", "gelu" or "swiglu"; ``final_ln`` adds a
+    layer norm before the output. ``positions`` is one of ``POSITION_SCHEMES``: "learned" (a
+    table of ``max_len`` rows added to the embeddings, the default), "sinusoidal" (the fixed
+    table, no parameters; needs an even d_model), "rope" (queries and keys rotated in every
+    layer; needs an even d_h), "alibi" (a per-head linear penalty on the scores) or "none" (an
+    ablation). True and False are read as "learned" and "none". Only "learned" limits the
+    sequence length to ``max_len``.
     """
 
     vocab_size: int
@@ -64,7 +103,7 @@ class DecoderConfig:
     ln: str = "pre"
     scale: bool = True
     activation: str = "relu"
-    positions: bool = True
+    positions: str = "learned"
     final_ln: bool = True
     ln_eps: float = 1e-5
 
@@ -83,6 +122,17 @@ class DecoderConfig:
             )
         if not self.ln_eps > 0:
             raise ValueError(f"{fn}: ln_eps must be positive, got {self.ln_eps}")
+        object.__setattr__(self, "positions", position_scheme(fn, self.positions))
+        if self.positions == "sinusoidal" and self.d_model % 2:
+            raise ValueError(
+                f"{fn}: positions='sinusoidal' needs an even d_model (sin/cos pairs), "
+                f"got d_model={self.d_model}"
+            )
+        if self.positions == "rope" and self.d_head % 2:
+            raise ValueError(
+                f"{fn}: positions='rope' needs an even d_head (RoPE rotates pairs), got "
+                f"d_head={self.d_head} (d_model={self.d_model}, num_heads={self.num_heads})"
+            )
 
     @property
     def d_head(self) -> int:
@@ -124,7 +174,7 @@ def parameter_shapes(config: DecoderConfig) -> dict[str, tuple[int, ...]]:
 def _parameter_shapes(config: DecoderConfig) -> tuple:
     d, vocab = config.d_model, config.vocab_size
     shapes = {"tok_emb": (vocab, d)}
-    if config.positions:
+    if config.positions == "learned":
         shapes["pos_emb"] = (config.max_len, d)
     for layer in range(config.num_layers):
         shapes.update(block_parameter_shapes(config, layer))
@@ -149,7 +199,7 @@ def num_params(config: DecoderConfig) -> int:
     """Closed form for the whole model: embeddings, positions, blocks, final LN, output layer."""
     d, vocab = config.d_model, config.vocab_size
     count = vocab * d + config.num_layers * block_num_params(config) + d * vocab + vocab
-    if config.positions:
+    if config.positions == "learned":
         count += config.max_len * d
     if config.final_ln:
         count += 2 * d
@@ -213,7 +263,7 @@ def check_tokens(fn: str, name: str, tokens, config: DecoderConfig) -> np.ndarra
             f"{fn}: {name} of shape {tokens.shape} holds ids in [{tokens.min()}, {tokens.max()}],"
             f" outside the vocabulary [0, {config.vocab_size})"
         )
-    if config.positions and tokens.shape[1] > config.max_len:
+    if config.positions == "learned" and tokens.shape[1] > config.max_len:
         raise ValueError(
             f"{fn}: {name} has shape {tokens.shape}: T = {tokens.shape[1]} exceeds the "
             f"{config.max_len} rows of the position table"
@@ -228,12 +278,30 @@ class AttentionLayerCache(NamedTuple):
     """What the backward pass of one self-attention layer needs."""
 
     x: np.ndarray  # (B, T, d) the layer's input
-    q: np.ndarray  # (B, h, T, d_h) views into the fused projection
-    k: np.ndarray  # (B, h, T, d_h)
-    v: np.ndarray  # (B, h, T, d_h)
-    weights: np.ndarray  # (B, h, T, T) the attention weights P
+    core: AttentionCache  # the attention core's cache: q, k (rotated with RoPE), v (B, h, T, d_h)
     merged: np.ndarray  # (B, T, d) the heads' outputs side by side (input of W_o)
-    factor: float  # 1 / sqrt(d_h), or 1 without scaling
+    rope: bool  # whether q and k were rotated (RoPE)
+
+    @property
+    def weights(self) -> np.ndarray:
+        """(B, h, T, T) the attention weights P."""
+        return self.core.weights
+
+    @property
+    def q(self) -> np.ndarray:
+        return self.core.Q
+
+    @property
+    def k(self) -> np.ndarray:
+        return self.core.K
+
+    @property
+    def v(self) -> np.ndarray:
+        return self.core.V
+
+    @property
+    def factor(self) -> float:
+        return self.core.scale
 
 
 class BlockCache(NamedTuple):
@@ -255,44 +323,46 @@ class DecoderCache(NamedTuple):
 
 
 @functools.lru_cache(maxsize=32)
-def _causal_bias(T: int, dtype: np.dtype) -> np.ndarray:
-    """(T, T): 0 where key j <= query i, -inf above the diagonal (added to the scores)."""
-    bias = np.zeros((T, T), dtype=dtype)
-    bias[np.triu_indices(T, 1)] = -np.inf
+def _alibi_bias(num_heads: int, T: int, dtype: np.dtype) -> np.ndarray:
+    """(h, T, T) ALiBi's penalty -lambda_k |i - j| in ``dtype`` (read-only, reused)."""
+    bias = alibi_bias(num_heads, T).astype(dtype)
     bias.flags.writeable = False
     return bias
+
+
+@functools.lru_cache(maxsize=32)
+def _sinusoid_table(T: int, d: int, dtype: np.dtype) -> np.ndarray:
+    """(T, d) the fixed sinusoidal position table in ``dtype`` (read-only, reused)."""
+    table = sinusoidal_positions(T, d).astype(dtype)
+    table.flags.writeable = False
+    return table
 
 
 # ----------------------------------------------------------------------------- attention
 
 
-def _attention_forward(x, W_qkv, b_qkv, W_o, b_o, num_heads, scale, mask):
+def _attention_forward(x, W_qkv, b_qkv, W_o, b_o, num_heads, scale, mask, positions="learned"):
     B, T, d = x.shape
     d_h = d // num_heads
     qkv = x.reshape(B * T, d) @ W_qkv  # (B T, 3d): one BLAS call, not one per sequence
     qkv += b_qkv
     q, k, v = qkv.reshape(B, T, 3, num_heads, d_h).transpose(2, 0, 3, 1, 4)  # 3 x (B, h, T, d_h)
-    scores = q @ k.swapaxes(-1, -2)  # (B, h, T, T)
+    rope = positions == "rope"
+    if rope:  # rotate pair i of the query and key at position m by m w_i
+        q, k = apply_rope(q), apply_rope(k)
+    bias = _alibi_bias(num_heads, T, x.dtype) if positions == "alibi" else None
     factor = 1.0 / math.sqrt(d_h) if scale else 1.0
-    if scale:
-        scores *= factor
-    if mask is None:  # causal: softmax in place
-        scores += _causal_bias(T, x.dtype)
-        scores -= _max_last(scores)  # the diagonal is never masked
-        weights = np.exp(scores, out=scores)
-        weights /= _sum_last(weights)
-    else:
-        weights = masked_softmax(scores, mask)
-    ctx = weights @ v  # (B, h, T, d_h)
+    causal = mask is None  # the default mask: the core's causal fast path
+    ctx, core = _attention(q, k, v, factor, mask, bias, causal)  # (B, h, T, d_h)
     merged = ctx.transpose(0, 2, 1, 3).reshape(B, T, d)  # (B, T, d) copy
     out = merged.reshape(B * T, d) @ W_o  # (B T, d)
     out += b_o
-    return out.reshape(B, T, d), AttentionLayerCache(x, q, k, v, weights, merged, factor)
+    return out.reshape(B, T, d), AttentionLayerCache(x, core, merged, rope)
 
 
 def _attention_backward(d_out, cache, W_qkv, W_o, grads, prefix):
-    x, q, k, v, P, merged, factor = cache
-    B, h, T, d_h = q.shape
+    x, core, merged, rope = cache
+    B, h, T, d_h = core.Q.shape
     d = h * d_h
     N = B * T
     g2 = d_out.reshape(N, d)  # (N, d)
@@ -302,15 +372,11 @@ def _attention_backward(d_out, cache, W_qkv, W_o, grads, prefix):
     d_ctx = d_merged.reshape(B, T, h, d_h).transpose(0, 2, 1, 3)  # (B, h, T, d_h) view
     d_qkv = np.empty((B, T, 3, h, d_h), dtype=x.dtype)
     dq, dk, dv = d_qkv.transpose(2, 0, 3, 1, 4)  # 3 x (B, h, T, d_h) views
-    np.matmul(P.swapaxes(-1, -2), d_ctx, out=dv)  # dV = P^T dY
-    dZ = d_ctx @ v.swapaxes(-1, -2)  # (B, h, T, T) dP = dY V^T
-    row = _sum_last(dZ * P)  # (B, h, T, 1) rowsum(dP * P)
-    dZ -= row
-    dZ *= P  # dZ = P * (dP - rowsum(dP * P))
-    if factor != 1.0:
-        dZ *= factor
-    np.matmul(dZ, k, out=dq)  # dQ = c dZ K
-    np.matmul(dZ.swapaxes(-1, -2), q, out=dk)  # dK = c dZ^T Q
+    _attention_backward_core(d_ctx, core, out=(dq, dk, dv))  # writes into d_qkv
+    if rope:  # the gradients arrived for the rotated q, k: rotate them back (R_m^T = R_-m)
+        back = -np.arange(T)
+        dq[...] = apply_rope(dq, back)
+        dk[...] = apply_rope(dk, back)
     d_qkv = d_qkv.reshape(N, 3 * d)  # (N, 3d)
     np.matmul(x.reshape(N, d).T, d_qkv, out=grads[prefix + "W_qkv"])  # (d, 3d)
     _sum_rows(d_qkv, out=grads[prefix + "b_qkv"])
@@ -333,16 +399,16 @@ def _block_forward(x, params, config, layer, mask):
     q, a, ffn_names = _names(config, layer)
     ffn = {short: params[full] for short, full in ffn_names}
     attn_args = (params[a + "W_qkv"], params[a + "b_qkv"], params[a + "W_o"], params[a + "b_o"])
-    eps = config.ln_eps
+    eps, heads = config.ln_eps, (config.num_heads, config.scale)
     if config.ln == "pre":  # x + f(LN(x))
         h1, c_ln1 = _layer_norm(x, params[q + "ln1.gamma"], params[q + "ln1.beta"], eps)
-        x1, c_attn = _attention_forward(h1, *attn_args, config.num_heads, config.scale, mask)
+        x1, c_attn = _attention_forward(h1, *attn_args, *heads, mask, config.positions)
         x1 += x
         h2, c_ln2 = _layer_norm(x1, params[q + "ln2.gamma"], params[q + "ln2.beta"], eps)
         x2, c_ffn = _feed_forward(h2, ffn, config.activation)
         x2 += x1
     else:  # LN(x + f(x))
-        s1, c_attn = _attention_forward(x, *attn_args, config.num_heads, config.scale, mask)
+        s1, c_attn = _attention_forward(x, *attn_args, *heads, mask, config.positions)
         s1 += x
         x1, c_ln1 = _layer_norm(s1, params[q + "ln1.gamma"], params[q + "ln1.beta"], eps)
         s2, c_ffn = _feed_forward(x1, ffn, config.activation)
@@ -407,16 +473,24 @@ def forward(params: dict, config: DecoderConfig, tokens, attn_mask=None):
     return logits.reshape(B, T, -1), DecoderCache(tokens, blocks, x, c_f, params, config)
 
 
+def _embed(params, config, tokens):
+    """x_0 = tok_emb[tokens] (+ the learned or sinusoidal position table): a new (B, T, d)."""
+    T = tokens.shape[1]
+    x = params["tok_emb"][tokens]  # (B, T, d) a copy
+    if config.positions == "learned":
+        x += params["pos_emb"][:T]
+    elif config.positions == "sinusoidal":
+        x += _sinusoid_table(T, config.d_model, x.dtype)
+    return x
+
+
 def _forward_blocks(params, config, tokens, attn_mask):
     """Embeddings and blocks, without the final layer norm and output layer.
 
     Returns (x_L (B, T, d), [BlockCache of each block]); every intermediate x_l is a new array
     (no block writes into its input), so callers may keep them.
     """
-    T = tokens.shape[1]
-    x = params["tok_emb"][tokens]  # (B, T, d) a copy
-    if config.positions:
-        x += params["pos_emb"][:T]
+    x = _embed(params, config, tokens)  # (B, T, d)
     blocks = []
     for layer in range(config.num_layers):
         x, c = _block_forward(x, params, config, layer, attn_mask)
@@ -436,9 +510,7 @@ def hidden_states(params: dict, config: DecoderConfig, tokens, attn_mask=None) -
     B, T = tokens.shape
     if attn_mask is not None:
         attn_mask = bool_mask(fn, attn_mask, (B, config.num_heads, T, T), "scores of shape")
-    x = params["tok_emb"][tokens]  # (B, T, d)
-    if config.positions:
-        x += params["pos_emb"][:T]
+    x = _embed(params, config, tokens)  # (B, T, d)
     states = [x]
     for layer in range(config.num_layers):
         x, _ = _block_forward(x, params, config, layer, attn_mask)
@@ -554,7 +626,7 @@ def _backward_blocks(dx, tokens, blocks, params, config, grads):
         np.matmul(one_hot.T.astype(dx.dtype), dx.reshape(N, d), out=grads["tok_emb"])
     else:  # a one-hot matrix this large would cost more than it saves
         np.add.at(grads["tok_emb"], tokens, dx)
-    if config.positions:
+    if config.positions == "learned":
         ones_b = _ones(B, dx.dtype, False)
         np.matmul(ones_b, dx.reshape(B, T * d), out=grads["pos_emb"][:T].reshape(T * d))
     return grads

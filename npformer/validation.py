@@ -76,7 +76,8 @@ def attention_inputs(func: str, Q, K, V):
     """Validate Q (..., T, d_h), K (..., S, d_h), V (..., S, d_v) for an attention function.
 
     Checks: floating arrays of rank >= 2 sharing one dtype; Q and K share their last axis; K and
-    V agree on all but their last axis; at least one key; the leading axes of Q and K broadcast.
+    V agree on all but their last axis; width d_h >= 1; at least one key; the leading axes of Q
+    and K broadcast.
     Returns (Q, K, V, batch) where ``batch`` is the broadcast shape of the leading axes.
     """
     Q = float_array(func, "Q", Q, min_rank=2)
@@ -92,6 +93,11 @@ def attention_inputs(func: str, Q, K, V):
         raise ValueError(
             f"{func}: K has shape {K.shape} and V has shape {V.shape}: all but their last axes "
             f"(..., S) must match"
+        )
+    if Q.shape[-1] == 0:
+        raise ValueError(
+            f"{func}: Q has shape {Q.shape} and K has shape {K.shape}: queries and keys of width "
+            f"d_h = 0 have no scores to compare (d_h >= 1)"
         )
     if K.shape[-2] == 0:
         raise ValueError(f"{func}: K has shape {K.shape}: there must be at least one key (S >= 1)")
