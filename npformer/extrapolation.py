@@ -109,7 +109,7 @@ class ExtrapolationConfig:
 EXPERIMENT = {
     "schemes": ("learned", "sinusoidal", "rope", "alibi", "none"),
     "seeds": (0, 1, 2),
-    "lengths": (16, 32, 64),  # n, 2n, 4n
+    "length_factors": (1, 2, 4),  # evaluate at n, 2n, 4n
     "eval_size": 512,
     "eval_seed": 12345,
 }
@@ -184,13 +184,14 @@ def accuracy_by_position(
 
 
 def run_one(config: ExtrapolationConfig, keep: bool = False) -> ExtrapolationResult:
-    """Train one run and evaluate it at every length of ``EXPERIMENT`` up to ``config.longest``."""
+    """Train one run; evaluate it at n, 2n, 4n (``EXPERIMENT``), up to ``config.longest``."""
     params, losses = train_k_back(config)
+    lengths = [f * config.train_length for f in EXPERIMENT["length_factors"]]
     accuracy = {
         L: accuracy_by_position(
             params, config, L, n=EXPERIMENT["eval_size"], seed=EXPERIMENT["eval_seed"]
         )
-        for L in EXPERIMENT["lengths"]
+        for L in lengths
         if L <= config.longest
     }
     return ExtrapolationResult(config, losses, accuracy, params if keep else None)

@@ -1,0 +1,108 @@
+"""Tests of npformer.extrapolation: the task's batches, the untrained rows of the learned table,
+accuracy by position, the runner, and bad inputs."""
+
+import numpy as np
+import pytest
+
+from npformer.extrapolation import (
+    CHANCE,
+    EXPERIMENT,
+    ExtrapolationConfig,
+    accuracy_by_position,
+    in_range_accuracy,
+    k_back_batch,
+    past_training_accuracy,
+    run_configs,
+    run_one,
+    train_k_back,
+)
+from npformer.model import init_params
+from npformer.tasks import ALPHABET_SIZE
+
+
+def test_k_back_batch_targets_are_the_symbol_k_back():
+    tokens, targets, loss_mask = k_back_batch(np.random.default_rng(0), 5, 9, 3)
+    assert tokens.shape == targets.shape == loss_mask.shape == (5, 9)
+    np.testing.assert_array_equal(targets[:, 3:], tokens[:, :-3])
+    np.testing.assert_array_equal(loss_mask, np.repeat([[0, 0, 0] + [1] * 6], 5, axis=0))
+    assert tokens.min() >= 0 and tokens.max() < ALPHABET_SIZE
+    assert CHANCE == 1 / ALPHABET_SIZE
+
+
+def test_untrained_rows_of_the_learned_table_keep_their_initial_values():
+    config = ExtrapolationConfig(positions="learned", steps=3, train_length=6, longest=24)
+    params, losses = train_k_back(config)
+    start = init_params(config.model_config(), np.random.default_rng(config.seed), dtype=np.float32)
+    np.testing.assert_array_equal(params["pos_emb"][6:], start["pos_emb"][6:])
+    assert np.abs(params["pos_emb"][:6] - start["pos_emb"][:6]).max() > 0
+    assert losses.shape == (3,) and np.all(np.isfinite(losses))
+
+
+@pytest.mark.parametrize("scheme", ["learned", "sinusoidal", "rope", "alibi", "none"])
+def test_every_scheme_runs_at_every_length(scheme):
+    config = ExtrapolationConfig(positions=scheme, steps=2, train_length=16, longest=64)
+    result = run_one(config, keep=True)
+    assert set(result.accuracy) == {16 * f for f in EXPERIMENT["length_factors"]} == {16, 32, 64}
+    for L, acc in result.accuracy.items():
+        assert acc.shape == (L,) and np.all(np.isnan(acc[:2])) and np.all(acc[2:] >= 0)
+    assert 0 <= in_range_accuracy(result) <= 1
+    assert 0 <= past_training_accuracy(result, 64) <= 1
+
+
+def test_accuracy_by_position_of_a_perfect_and_of_a_copying_model(monkeypatch):
+    config = ExtrapolationConfig(steps=1, train_length=8, longest=16, offset=2)
+    params = init_params(config.model_config(), np.random.default_rng(0))
+
+    def fake_forward(params, model_config, tokens, attn_mask=None, shift=2):
+        onehot = np.eye(ALPHABET_SIZE)[np.roll(tokens, shift, axis=1)]  # (n, T, V)
+        return onehot, None
+
+    import npformer.extrapolation as ex
+
+    monkeypatch.setattr(ex, "forward", fake_forward)
+    acc = accuracy_by_position(params, config, 16, n=300)
+    np.testing.assert_array_equal(acc[2:], 1.0)
+    monkeypatch.setattr(ex, "forward", lambda p, c, t, a=None: fake_forward(p, c, t, shift=0))
+    acc = accuracy_by_position(params, config, 16, n=4000)
+    assert abs(np.nanmean(acc) - CHANCE) < 0.01  # its own symbol: right by chance only
+
+
+def test_a_short_training_learns_the_task_with_rope():
+    config = ExtrapolationConfig(positions="rope", steps=150, train_length=8, longest=16, offset=1)
+    result = run_one(config)
+    assert in_range_accuracy(result) > 0.5  # ten times chance
+
+
+def test_run_configs_keeps_the_order_and_matches_a_single_run():
+    configs = [ExtrapolationConfig(positions=s, steps=5) for s in ("alibi", "learned")]
+    results = run_configs(configs, workers=1)
+    assert [r.config.positions for r in results] == ["alibi", "learned"]
+    alone = run_one(configs[1])
+    np.testing.assert_array_equal(alone.losses, results[1].losses)
+
+
+def test_bad_inputs_are_refused():
+    with pytest.raises(ValueError, match="ExtrapolationConfig: positions must be one of"):
+        ExtrapolationConfig(positions="t5")
+    with pytest.raises(ValueError, match="offset=16 must be smaller than train_length=16"):
+        ExtrapolationConfig(offset=16)
+    with pytest.raises(ValueError, match="longest=8 must be at least train_length=16"):
+        ExtrapolationConfig(longest=8)
+    with pytest.raises(ValueError, match="steps must be a positive integer, got 1.5"):
+        ExtrapolationConfig(steps=1.5)
+    with pytest.raises(ValueError, match="seed must be an integer, got True"):
+        ExtrapolationConfig(seed=True)
+    with pytest.raises(ValueError, match="lr must be a positive finite number"):
+        ExtrapolationConfig(lr=float("nan"))
+    with pytest.raises(ValueError, match="k_back_batch: offset=4 must be smaller than length=4"):
+        k_back_batch(np.random.default_rng(0), 2, 4, 4)
+    with pytest.raises(ValueError, match="train_k_back: config must be an ExtrapolationConfig"):
+        train_k_back({"positions": "rope"})
+    with pytest.raises(ValueError, match="run_configs: configs must be a sequence"):
+        run_configs([1])
+    config = ExtrapolationConfig(steps=1)
+    result = run_one(config)
+    with pytest.raises(ValueError, match="length=128 exceeds the config's longest=64"):
+        accuracy_by_position(result.params or {}, config, 128)
+    with pytest.raises(ValueError, match="length=16 must be an evaluated length above n=16"):
+        past_training_accuracy(result, 16)
