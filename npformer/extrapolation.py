@@ -21,6 +21,7 @@ gradient and keep their random initial values.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -30,6 +31,7 @@ import numpy as np
 from npformer.experiment import _worker_environment, worker_count
 from npformer.model import POSITION_SCHEMES, DecoderConfig, forward, init_params, loss_and_grads
 from npformer.optim import Adam
+from npformer.positions import interpolate_positions
 from npformer.tasks import ALPHABET_SIZE
 from npformer.train import one_blas_thread
 
@@ -138,6 +140,7 @@ class ExtrapolationResult(NamedTuple):
     losses: np.ndarray  # (steps,)
     accuracy: dict  # length -> (length,) share right at each position (nan where t < k)
     params: dict | None
+    interpolated: dict | None = None  # RoPE only: the same, with position interpolation
 
 
 def train_k_back(config: ExtrapolationConfig) -> tuple[dict, np.ndarray]:
@@ -165,36 +168,75 @@ def train_k_back(config: ExtrapolationConfig) -> tuple[dict, np.ndarray]:
     return params, losses
 
 
+@contextlib.contextmanager
+def interpolated_rope(train_length: int, length: int):
+    """Within the context, the decoder's RoPE turns position m by m n / L instead of m.
+
+    Position interpolation (Chen et al. 2023) applied to a trained model without fine-tuning:
+    the rotation ``npformer.model`` applies to queries and keys is swapped for one that reads
+    positions 0 .. L-1 squeezed into [0, n). Forward passes only (the backward pass reads its
+    own positions). The original rotation is restored on exit.
+    """
+    import npformer.model as model
+
+    squeezed = interpolate_positions(np.arange(length), train_length, length)  # (L,)
+    original = model.apply_rope
+
+    def rope(X, positions=None, base=10000.0, pairing="adjacent"):
+        if positions is None and X.shape[-2] == length:
+            positions = squeezed
+        return original(X, positions, base, pairing)
+
+    model.apply_rope = rope
+    try:
+        yield
+    finally:
+        model.apply_rope = original
+
+
 def accuracy_by_position(
-    params: dict, config: ExtrapolationConfig, length: int, n: int = 512, seed: int = 12345
+    params: dict,
+    config: ExtrapolationConfig,
+    length: int,
+    n: int = 512,
+    seed: int = 12345,
+    interpolate: bool = False,
 ) -> np.ndarray:
     """Share of ``n`` held-out sequences of ``length`` whose argmax at t is token[t - k].
 
-    The sequences come from their own generator (``seed``). Returns (length,), nan for t < k.
+    The sequences come from their own generator (``seed``). ``interpolate`` runs a RoPE model
+    with positions m n / length (``interpolated_rope``). Returns (length,), nan for t < k.
     """
     fn = "accuracy_by_position"
     length, n = _positive(fn, "length", length), _positive(fn, "n", n)
     if length > config.longest:
         raise ValueError(f"{fn}: length={length} exceeds the config's longest={config.longest}")
+    if interpolate and config.positions != "rope":
+        raise ValueError(f"{fn}: interpolate=True needs positions='rope', got {config.positions!r}")
     tokens, targets, loss_mask = k_back_batch(np.random.default_rng(seed), n, length, config.offset)
-    with one_blas_thread():
+    squeeze = interpolated_rope(config.train_length, length) if interpolate else None
+    with one_blas_thread(), squeeze or contextlib.nullcontext():
         logits = forward(params, config.model_config(), tokens)[0]  # (n, T, vocab)
     right = (logits.argmax(axis=-1) == targets).mean(axis=0)  # (T,)
     return np.where(loss_mask[0] > 0, right, np.nan)
 
 
 def run_one(config: ExtrapolationConfig, keep: bool = False) -> ExtrapolationResult:
-    """Train one run; evaluate it at n, 2n, 4n (``EXPERIMENT``), up to ``config.longest``."""
+    """Train one run; evaluate it at n, 2n, 4n (``EXPERIMENT``), up to ``config.longest``, and
+    a RoPE model also with position interpolation at the lengths above n."""
     params, losses = train_k_back(config)
     lengths = [f * config.train_length for f in EXPERIMENT["length_factors"]]
-    accuracy = {
-        L: accuracy_by_position(
-            params, config, L, n=EXPERIMENT["eval_size"], seed=EXPERIMENT["eval_seed"]
-        )
-        for L in lengths
-        if L <= config.longest
-    }
-    return ExtrapolationResult(config, losses, accuracy, params if keep else None)
+    lengths = [L for L in lengths if L <= config.longest]
+    size, seed = EXPERIMENT["eval_size"], EXPERIMENT["eval_seed"]
+    accuracy = {L: accuracy_by_position(params, config, L, n=size, seed=seed) for L in lengths}
+    interpolated = None
+    if config.positions == "rope":
+        interpolated = {
+            L: accuracy_by_position(params, config, L, n=size, seed=seed, interpolate=True)
+            for L in lengths
+            if L > config.train_length
+        }
+    return ExtrapolationResult(config, losses, accuracy, params if keep else None, interpolated)
 
 
 def _run_indexed(item):

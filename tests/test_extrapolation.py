@@ -106,3 +106,23 @@ def test_bad_inputs_are_refused():
         accuracy_by_position(result.params or {}, config, 128)
     with pytest.raises(ValueError, match="length=16 must be an evaluated length above n=16"):
         past_training_accuracy(result, 16)
+
+
+def test_interpolated_rope_squeezes_the_positions_and_restores_the_rotation():
+    import npformer.model as model
+    from npformer.extrapolation import interpolated_rope
+    from npformer.positions import apply_rope
+
+    X = np.random.default_rng(1).standard_normal((2, 3, 8, 4))  # (B, h, T, d_h)
+    with interpolated_rope(4, 8):
+        np.testing.assert_array_equal(model.apply_rope(X), apply_rope(X, np.arange(8) / 2))
+        np.testing.assert_array_equal(model.apply_rope(X, np.arange(8)), apply_rope(X))
+    assert model.apply_rope is apply_rope
+    config = ExtrapolationConfig(positions="rope", steps=2, train_length=8, longest=16)
+    result = run_one(config, keep=True)
+    assert set(result.interpolated) == {16}
+    same = accuracy_by_position(result.params, config, 8, interpolate=True)  # n / n = 1
+    np.testing.assert_array_equal(same, result.accuracy[8])
+    with pytest.raises(ValueError, match="interpolate=True needs positions='rope', got 'alibi'"):
+        accuracy_by_position({}, ExtrapolationConfig(positions="alibi"), 16, interpolate=True)
+    assert run_one(ExtrapolationConfig(positions="alibi", steps=1)).interpolated is None
