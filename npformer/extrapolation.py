@@ -141,6 +141,7 @@ class ExtrapolationResult(NamedTuple):
     accuracy: dict  # length -> (length,) share right at each position (nan where t < k)
     params: dict | None
     interpolated: dict | None = None  # RoPE only: the same, with position interpolation
+    windowed: dict | None = None  # lengths above n: the same, each query seeing its last n keys
 
 
 def train_k_back(config: ExtrapolationConfig) -> tuple[dict, np.ndarray]:
@@ -201,11 +202,14 @@ def accuracy_by_position(
     n: int = 512,
     seed: int = 12345,
     interpolate: bool = False,
+    window: int | None = None,
 ) -> np.ndarray:
     """Share of ``n`` held-out sequences of ``length`` whose argmax at t is token[t - k].
 
     The sequences come from their own generator (``seed``). ``interpolate`` runs a RoPE model
-    with positions m n / length (``interpolated_rope``). Returns (length,), nan for t < k.
+    with positions m n / length (``interpolated_rope``). ``window`` lets each query attend
+    only to its last ``window`` keys (itself included), so that no query-key distance exceeds
+    window - 1. Returns (length,), nan for t < k.
     """
     fn = "accuracy_by_position"
     length, n = _positive(fn, "length", length), _positive(fn, "n", n)
@@ -214,16 +218,22 @@ def accuracy_by_position(
     if interpolate and config.positions != "rope":
         raise ValueError(f"{fn}: interpolate=True needs positions='rope', got {config.positions!r}")
     tokens, targets, loss_mask = k_back_batch(np.random.default_rng(seed), n, length, config.offset)
+    mask = None
+    if window is not None:
+        window = _positive(fn, "window", window)
+        i, j = np.arange(length)[:, None], np.arange(length)[None, :]
+        mask = (j <= i) & (i - j < window)  # (T, T) causal, distances 0 .. window - 1
     squeeze = interpolated_rope(config.train_length, length) if interpolate else None
     with one_blas_thread(), squeeze or contextlib.nullcontext():
-        logits = forward(params, config.model_config(), tokens)[0]  # (n, T, vocab)
+        logits = forward(params, config.model_config(), tokens, mask)[0]  # (n, T, vocab)
     right = (logits.argmax(axis=-1) == targets).mean(axis=0)  # (T,)
     return np.where(loss_mask[0] > 0, right, np.nan)
 
 
 def run_one(config: ExtrapolationConfig, keep: bool = False) -> ExtrapolationResult:
-    """Train one run; evaluate it at n, 2n, 4n (``EXPERIMENT``), up to ``config.longest``, and
-    a RoPE model also with position interpolation at the lengths above n."""
+    """Train one run; evaluate it at n, 2n, 4n (``EXPERIMENT``), up to ``config.longest``; at
+    the lengths above n also with a window of the last n keys (no distance beyond the trained
+    ones) and, for RoPE, with position interpolation."""
     params, losses = train_k_back(config)
     lengths = [f * config.train_length for f in EXPERIMENT["length_factors"]]
     lengths = [L for L in lengths if L <= config.longest]
@@ -236,7 +246,15 @@ def run_one(config: ExtrapolationConfig, keep: bool = False) -> ExtrapolationRes
             for L in lengths
             if L > config.train_length
         }
-    return ExtrapolationResult(config, losses, accuracy, params if keep else None, interpolated)
+    n = config.train_length
+    windowed = {
+        L: accuracy_by_position(params, config, L, n=size, seed=seed, window=n)
+        for L in lengths
+        if L > n
+    }
+    return ExtrapolationResult(
+        config, losses, accuracy, params if keep else None, interpolated, windowed
+    )
 
 
 def _run_indexed(item):

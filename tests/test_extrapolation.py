@@ -126,3 +126,15 @@ def test_interpolated_rope_squeezes_the_positions_and_restores_the_rotation():
     with pytest.raises(ValueError, match="interpolate=True needs positions='rope', got 'alibi'"):
         accuracy_by_position({}, ExtrapolationConfig(positions="alibi"), 16, interpolate=True)
     assert run_one(ExtrapolationConfig(positions="alibi", steps=1)).interpolated is None
+
+
+def test_a_window_as_long_as_the_sequence_changes_nothing_and_a_short_one_does():
+    config = ExtrapolationConfig(positions="rope", steps=30, train_length=8, longest=16)
+    result = run_one(config, keep=True)
+    assert set(result.windowed) == {16}
+    full = accuracy_by_position(result.params, config, 16, window=16)
+    np.testing.assert_array_equal(full, result.accuracy[16])
+    one_key = accuracy_by_position(result.params, config, 16, window=1)  # only itself: chance
+    assert abs(np.nanmean(one_key) - CHANCE) < 0.03
+    with pytest.raises(ValueError, match="window must be a positive integer, got 0"):
+        accuracy_by_position(result.params, config, 16, window=0)
