@@ -142,6 +142,8 @@ class ExtrapolationResult(NamedTuple):
     params: dict | None
     interpolated: dict | None = None  # RoPE only: the same, with position interpolation
     windowed: dict | None = None  # lengths above n: the same, each query seeing its last n keys
+    near_far: dict | None = None  # 4n: each query seeing its last n/2 keys and n/2 at 3n back
+    interpolated_read: dict | None = None  # RoPE only: interpolated, scored at token[t - k L/n]
 
 
 def train_k_back(config: ExtrapolationConfig) -> tuple[dict, np.ndarray]:
@@ -203,13 +205,18 @@ def accuracy_by_position(
     seed: int = 12345,
     interpolate: bool = False,
     window: int | None = None,
+    distances=None,
+    read_offset: int | None = None,
 ) -> np.ndarray:
     """Share of ``n`` held-out sequences of ``length`` whose argmax at t is token[t - k].
 
     The sequences come from their own generator (``seed``). ``interpolate`` runs a RoPE model
     with positions m n / length (``interpolated_rope``). ``window`` lets each query attend
     only to its last ``window`` keys (itself included), so that no query-key distance exceeds
-    window - 1. Returns (length,), nan for t < k.
+    window - 1. ``distances`` (a sequence of integers in [0, length)) lets each query attend
+    only to the keys at those distances back (0 is itself); it cannot be combined with
+    ``window``. ``read_offset`` scores the argmax against token[t - read_offset] instead of the
+    task's token[t - k] (default k). Returns (length,), nan where t < the offset read.
     """
     fn = "accuracy_by_position"
     length, n = _positive(fn, "length", length), _positive(fn, "n", n)
@@ -217,17 +224,37 @@ def accuracy_by_position(
         raise ValueError(f"{fn}: length={length} exceeds the config's longest={config.longest}")
     if interpolate and config.positions != "rope":
         raise ValueError(f"{fn}: interpolate=True needs positions='rope', got {config.positions!r}")
-    tokens, targets, loss_mask = k_back_batch(np.random.default_rng(seed), n, length, config.offset)
+    read = config.offset if read_offset is None else _positive(fn, "read_offset", read_offset)
+    if read >= length:
+        raise ValueError(f"{fn}: read_offset={read} must be smaller than length={length}")
+    tokens, _, _ = k_back_batch(np.random.default_rng(seed), n, length, config.offset)
+    targets = np.zeros_like(tokens)  # (n, T)
+    targets[:, read:] = tokens[:, :-read]
+    i, j = np.arange(length)[:, None], np.arange(length)[None, :]
     mask = None
+    if window is not None and distances is not None:
+        raise ValueError(f"{fn}: give window or distances, not both")
     if window is not None:
         window = _positive(fn, "window", window)
-        i, j = np.arange(length)[:, None], np.arange(length)[None, :]
         mask = (j <= i) & (i - j < window)  # (T, T) causal, distances 0 .. window - 1
+    if distances is not None:
+        d = np.asarray(distances)
+        if d.ndim != 1 or d.size == 0 or not np.issubdtype(d.dtype, np.integer):
+            raise ValueError(f"{fn}: distances must be a non-empty 1-D sequence of integers")
+        if d.min() < 0 or d.max() >= length:
+            raise ValueError(
+                f"{fn}: distances must lie in [0, length={length}), got {d.min()}..{d.max()}"
+            )
+        allowed = np.zeros(length, dtype=bool)
+        allowed[d] = True
+        mask = (j <= i) & allowed[np.clip(i - j, 0, length - 1)]  # (T, T)
+        if not allowed[0]:
+            raise ValueError(f"{fn}: distances must contain 0 (every query sees itself)")
     squeeze = interpolated_rope(config.train_length, length) if interpolate else None
     with one_blas_thread(), squeeze or contextlib.nullcontext():
         logits = forward(params, config.model_config(), tokens, mask)[0]  # (n, T, vocab)
     right = (logits.argmax(axis=-1) == targets).mean(axis=0)  # (T,)
-    return np.where(loss_mask[0] > 0, right, np.nan)
+    return np.where(np.arange(length) >= read, right, np.nan)
 
 
 def run_one(config: ExtrapolationConfig, keep: bool = False) -> ExtrapolationResult:
@@ -252,9 +279,35 @@ def run_one(config: ExtrapolationConfig, keep: bool = False) -> ExtrapolationRes
         for L in lengths
         if L > n
     }
+    # Added after the first runs (chapter 05's review), on the same trained models:
+    # near_far: at 4n, each query sees its last n/2 keys and the n/2 keys 3n .. 3n + n/2 - 1
+    # back: as many keys as the window of n, but some at distances far beyond the trained ones.
+    # interpolated_read: RoPE with interpolation, scored against token[t - k L / n], the token
+    # whose squeezed distance is the trained offset k.
+    near_far = None
+    L = 4 * n
+    if L in accuracy:
+        near = np.arange(n // 2)
+        far = np.arange(3 * n, 3 * n + n // 2)
+        near_far = {
+            L: accuracy_by_position(
+                params, config, L, n=size, seed=seed, distances=np.concatenate([near, far])
+            )
+        }
+    interpolated_read = None
+    if config.positions == "rope":
+        interpolated_read = {
+            L: accuracy_by_position(
+                params, config, L, n=size, seed=seed, interpolate=True,
+                read_offset=config.offset * L // n,
+            )
+            for L in lengths
+            if L > n and (config.offset * L) % n == 0
+        }  # fmt: skip
     return ExtrapolationResult(
-        config, losses, accuracy, params if keep else None, interpolated, windowed
-    )
+        config, losses, accuracy, params if keep else None, interpolated, windowed,
+        near_far, interpolated_read,
+    )  # fmt: skip
 
 
 def _run_indexed(item):

@@ -138,3 +138,31 @@ def test_a_window_as_long_as_the_sequence_changes_nothing_and_a_short_one_does()
     assert abs(np.nanmean(one_key) - CHANCE) < 0.03
     with pytest.raises(ValueError, match="window must be a positive integer, got 0"):
         accuracy_by_position(result.params, config, 16, window=0)
+
+
+def test_visible_distances_equal_the_window_they_describe_and_read_offset_rescores():
+    config = ExtrapolationConfig(positions="rope", steps=30, train_length=8, longest=32)
+    result = run_one(config, keep=True)
+    assert set(result.near_far) == {32} and set(result.interpolated_read) == {16, 32}
+    window = accuracy_by_position(result.params, config, 16, window=5)
+    listed = accuracy_by_position(result.params, config, 16, distances=np.arange(5))
+    np.testing.assert_array_equal(window, listed)
+    listed = [0, 1, 2, 3, 24, 25, 26, 27]  # 4n = 32: the last n/2 keys and n/2 from 3n back
+    near_far = accuracy_by_position(result.params, config, 32, distances=listed)
+    np.testing.assert_array_equal(near_far, result.near_far[32])
+    # read_offset = k gives the task's own accuracy; another offset scores other tokens
+    np.testing.assert_array_equal(
+        accuracy_by_position(result.params, config, 16, read_offset=2), result.accuracy[16]
+    )
+    shifted = accuracy_by_position(result.params, config, 16, read_offset=5)
+    assert np.isnan(shifted[:5]).all() and not np.isnan(shifted[5:]).any()
+    interpolated = accuracy_by_position(result.params, config, 16, interpolate=True, read_offset=4)
+    np.testing.assert_array_equal(interpolated, result.interpolated_read[16])
+    with pytest.raises(ValueError, match="give window or distances, not both"):
+        accuracy_by_position(result.params, config, 16, window=2, distances=[0, 1])
+    with pytest.raises(ValueError, match="distances must contain 0"):
+        accuracy_by_position(result.params, config, 16, distances=[1, 2])
+    with pytest.raises(ValueError, match=r"distances must lie in \[0, length=16\)"):
+        accuracy_by_position(result.params, config, 16, distances=[0, 16])
+    with pytest.raises(ValueError, match="read_offset=16 must be smaller than length=16"):
+        accuracy_by_position(result.params, config, 16, read_offset=16)
