@@ -527,7 +527,9 @@ def _loss_and_grads(config, params, src, tgt_in, tgt_out, src_pad, smoothing=0.1
 
     logits, cache = encoder_decoder_forward(src, tgt_in, params, config, src_pad)
     loss, lc = label_smoothed_cross_entropy(logits, tgt_out, smoothing)
-    grads = encoder_decoder_backward(label_smoothed_cross_entropy_backward(lc), cache, params, config)
+    grads = encoder_decoder_backward(
+        label_smoothed_cross_entropy_backward(lc), cache, params, config
+    )
     return loss, grads
 
 
@@ -571,14 +573,20 @@ def test_backward_equals_torch_autograd():
     # torch alone: nn.Transformer, nn.Embedding, F.cross_entropy(label_smoothing=0.1)
     kw = dict(dropout=0.0, batch_first=True, dtype=torch.float64)
     model = torch.nn.Transformer(
-        config.d_model, config.num_heads, config.num_encoder_layers,
-        config.num_decoder_layers, config.d_ff, **kw,
+        config.d_model,
+        config.num_heads,
+        config.num_encoder_layers,
+        config.num_decoder_layers,
+        config.d_ff,
+        **kw,
     )
     emb = torch.nn.Embedding(config.vocab_size, config.d_model, dtype=torch.float64)
     t = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
     with torch.no_grad():
         emb.weight.copy_(t(params["embedding"]))
-        pairs = [(model.encoder.layers[i], p, ("self_attn",)) for i, p in enumerate(params["encoder"])]
+        pairs = [
+            (model.encoder.layers[i], p, ("self_attn",)) for i, p in enumerate(params["encoder"])
+        ]
         pairs += [
             (model.decoder.layers[i], p, ("self_attn", "multihead_attn"))
             for i, p in enumerate(params["decoder"])
@@ -615,7 +623,9 @@ def test_backward_equals_torch_autograd():
     x = emb(t(src)) * math.sqrt(d) + positions(src.shape[1])
     y = emb(t(tgt_in)) * math.sqrt(d) + positions(tgt_in.shape[1])
     ignore = t(~src_pad)
-    causal = torch.nn.Transformer.generate_square_subsequent_mask(tgt_in.shape[1], dtype=torch.float64)
+    causal = torch.nn.Transformer.generate_square_subsequent_mask(
+        tgt_in.shape[1], dtype=torch.float64
+    )
     h = model(x, y, tgt_mask=causal, src_key_padding_mask=ignore, memory_key_padding_mask=ignore)
     logits = h @ emb.weight.T
     ref = torch.nn.functional.cross_entropy(
@@ -627,7 +637,10 @@ def test_backward_equals_torch_autograd():
     enc, dec = grads["encoder"][0], grads["decoder"][1]
     pairs += [
         (enc["self_attn"]["W_v"].T, model.encoder.layers[0].self_attn.in_proj_weight.grad[2 * d :]),
-        (dec["cross_attn"]["W_k"].T, model.decoder.layers[1].multihead_attn.in_proj_weight.grad[d : 2 * d]),
+        (
+            dec["cross_attn"]["W_k"].T,
+            model.decoder.layers[1].multihead_attn.in_proj_weight.grad[d : 2 * d],
+        ),
         (dec["cross_attn"]["b_q"], model.decoder.layers[1].multihead_attn.in_proj_bias.grad[:d]),
         (dec["ffn"]["W_1"].T, model.decoder.layers[1].linear1.weight.grad),
         (dec["norm_2"]["gamma"], model.decoder.layers[1].norm2.weight.grad),

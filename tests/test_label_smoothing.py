@@ -1,4 +1,4 @@
-"""Tests of npformer.label_smoothing: torch's label_smoothing, the gradient, the floor, bad inputs."""
+"""Tests of npformer.label_smoothing: torch's label_smoothing, gradient, floor, bad inputs."""
 
 import numpy as np
 import pytest

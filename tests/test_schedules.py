@@ -16,7 +16,9 @@ def test_the_paper_numbers_and_shape():
     assert math.isclose(warmup_inverse_sqrt(1, d, w), d**-0.5 * w**-1.5)
     assert math.isclose(warmup_inverse_sqrt(2, d, w), 2 * warmup_inverse_sqrt(1, d, w))  # linear
     assert math.isclose(warmup_inverse_sqrt(4 * w, d, w), warmup_inverse_sqrt(w, d, w) / 2)
-    assert math.isclose(warmup_inverse_sqrt(10, 32, 5, factor=2.0), 2 * warmup_inverse_sqrt(10, 32, 5))
+    assert math.isclose(
+        warmup_inverse_sqrt(10, 32, 5, factor=2.0), 2 * warmup_inverse_sqrt(10, 32, 5)
+    )
 
 
 @pytest.mark.parametrize(
