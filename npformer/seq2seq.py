@@ -106,6 +106,7 @@ class Seq2SeqRun:
     warmup: int = 60
     factor: float = 1.0
     smoothing: float = 0.1
+    ramp: bool = True  # False: the rate starts at its peak (no warm-up), then decays the same
     seed: int = 0
 
     def model_config(self) -> EncoderDecoderConfig:
@@ -143,7 +144,8 @@ def train_reversal(run: Seq2SeqRun) -> Seq2SeqResult:
         grads = encoder_decoder_backward(
             label_smoothed_cross_entropy_backward(loss_cache), cache, params, config
         )
-        opt.lr = warmup_inverse_sqrt(step, run.d_model, run.warmup, run.factor)
+        at = step if run.ramp else max(step, run.warmup)  # without the ramp: flat at the peak
+        opt.lr = warmup_inverse_sqrt(at, run.d_model, run.warmup, run.factor)
         opt.step(dict(named_parameters(grads)))
         losses[step - 1], rates[step - 1] = loss, opt.lr
     return Seq2SeqResult(params, config, losses, rates)

@@ -51,3 +51,12 @@ def test_bad_arguments():
         exposure_bias(result.params, result.config, src, plant_at=3)
     with pytest.raises(ValueError, match="plant_at must be an integer"):
         exposure_bias(result.params, result.config, src, plant_at=1.0)
+
+
+def test_without_the_ramp_the_rate_starts_at_its_peak():
+    run = Seq2SeqRun(length=4, num_symbols=4, steps=12, warmup=5, ramp=False)
+    rates = train_reversal(run).rates
+    assert np.all(rates[:5] == rates[4]) and rates[5] < rates[4]
+    ramped = train_reversal(Seq2SeqRun(length=4, num_symbols=4, steps=12, warmup=5)).rates
+    np.testing.assert_array_equal(rates[4:], ramped[4:])  # the same decay after the warm-up
+    assert np.isclose(ramped[0], rates[0] / 5)
