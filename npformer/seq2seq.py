@@ -109,6 +109,29 @@ class Seq2SeqRun:
     ramp: bool = True  # False: the rate starts at its peak (no warm-up), then decays the same
     seed: int = 0
 
+    def __post_init__(self):
+        fn = "Seq2SeqRun"
+        for name in (
+            "length",
+            "num_symbols",
+            "d_model",
+            "num_heads",
+            "d_ff",
+            "num_layers",
+            "steps",
+            "batch_size",
+            "warmup",
+        ):
+            _positive_int(fn, name, getattr(self, name))
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)):
+            raise ValueError(f"{fn}: seed must be an integer, got {self.seed!r}")
+        if not isinstance(self.ramp, bool):
+            raise ValueError(f"{fn}: ramp must be True or False, got {self.ramp!r}")
+        if isinstance(self.smoothing, bool) or not 0 <= self.smoothing < 1:
+            raise ValueError(f"{fn}: smoothing must lie in [0, 1), got {self.smoothing!r}")
+        if isinstance(self.factor, bool) or not self.factor > 0:
+            raise ValueError(f"{fn}: factor must be positive, got {self.factor!r}")
+
     def model_config(self) -> EncoderDecoderConfig:
         return EncoderDecoderConfig(
             vocab_size=self.num_symbols + 1,

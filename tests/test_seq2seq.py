@@ -60,3 +60,20 @@ def test_without_the_ramp_the_rate_starts_at_its_peak():
     ramped = train_reversal(Seq2SeqRun(length=4, num_symbols=4, steps=12, warmup=5)).rates
     np.testing.assert_array_equal(rates[4:], ramped[4:])  # the same decay after the warm-up
     assert np.isclose(ramped[0], rates[0] / 5)
+
+
+@pytest.mark.parametrize(
+    "field, value, message",
+    [
+        ("steps", 0, "steps must be a positive integer"),
+        ("length", 2.0, "length must be a positive integer"),
+        ("warmup", True, "warmup must be a positive integer"),
+        ("smoothing", 1.0, "smoothing must lie in"),
+        ("factor", 0.0, "factor must be positive"),
+        ("ramp", 1, "ramp must be True or False"),
+        ("seed", None, "seed must be an integer"),
+    ],
+)
+def test_run_rejects_bad_fields(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        Seq2SeqRun(**{field: value})
