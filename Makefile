@@ -22,14 +22,17 @@ export MALLOC_MMAP_THRESHOLD_ := 1073741824
 export PYTHONHASHSEED := 0
 export PYDEVD_DISABLE_FILE_VALIDATION := 1
 
-.PHONY: help install book test execute test-portable bench lint lock clean
+.PHONY: help install book pdf test execute format-notebooks test-portable bench mutants lint lock clean
 
 help:
 	@echo "make book           build the HTML book into _build/html (installs first)"
+	@echo "make pdf            the print edition: the whole book as one PDF in _build/pdf"
 	@echo "make test           pytest over tests/ and nbval over every notebook (NB=... for one)"
 	@echo "make execute        re-execute notebooks in place to refresh stored outputs (NB=...)"
+	@echo "make format-notebooks  format the notebooks' code to the page column (75 characters)"
 	@echo "make test-portable  nbval again under other BLAS / SIMD kernels"
 	@echo "make bench          side-by-side timing and memory ratios"
+	@echo "make mutants        apply each bug of mutants/ and check that the book catches it"
 	@echo "make lint           ruff over the package, tests, scripts, benchmarks and notebooks"
 	@echo "make clean          remove the build, the venv and node_modules"
 
@@ -52,6 +55,9 @@ book: install
 	test -f _build/html/_static/mathjax/tex-chtml.js || { echo "MathJax missing from the build"; exit 1; }
 	@echo "book: _build/html/index.html"
 
+pdf: install
+	$(PY) scripts/build_pdf.py
+
 test: install
 	$(PY) -m pytest $(TESTS) $(NB) --nbval --nbval-current-env \
 	    --nbval-sanitize-with scripts/nbval_sanitize.cfg $(PYTEST_ARGS)
@@ -59,11 +65,17 @@ test: install
 execute: install
 	$(PY) scripts/execute_notebooks.py $(NB)
 
+format-notebooks: install
+	$(PY) scripts/fit_code_width.py $(NB)
+
 test-portable: install
 	$(PY) scripts/test_portable.py $(NB)
 
 bench: install
 	$(PY) benchmarks/run.py $(BENCH)
+
+mutants: install
+	$(PY) scripts/mutants.py $(MUTANTS)
 
 lint: install
 	$(VENV)/bin/ruff check npformer tests scripts benchmarks chapters

@@ -1,5 +1,23 @@
 """KV cache (chapter 09): generating with the cache against generating without it.
 
+Targets that mean the same on every CPU (each compares against a floor measured in this run):
+
+- kv_cached_weight_share_128: the 16 weight products of 128 cached steps, timed alone, over
+  the whole cached generation. A cached step cannot be faster than reading its weights; this
+  share says how close to that floor the step is, on whatever memory system the machine has.
+  Target >= 0.25 (measured 0.39-0.49 on AMD EPYC, the products alone 13-14 ms; on an Intel
+  Xeon the products alone take 38 ms, so the raw speedup there is lower for the same code).
+- kv_cache_speedup_growth: the speedup at 512 vectors over the speedup at 128. Both sides of
+  both ratios run on this machine, so the growth depends on the algorithm (an uncached step
+  re-reads a prefix three times longer on average), not on the CPU. Target >= 2.5 (measured
+  3.8 on AMD EPYC, 4.5 on an Intel Xeon).
+
+The raw speedups are printed with loose sanity targets (the cache must win by far); they are
+machine-dependent: 26-28 and 91-104 on AMD EPYC Zen 4, 11.9 and 53 on an Intel Xeon
+(AVX-512, 2 MiB L2 per core), whose slower weight reads make every cached step dearer.
+
+What is compared, and the history of the raw targets:
+
 The toy attention-only model of the chapter (4 layers, 8 heads, d = 256, float64, seed 5)
 generates after a 32-row prompt. "Without" is ``generate_without_cache``: at every step the same
 layer code runs over the whole prefix, as a model without a cache must; "with" is
@@ -73,8 +91,10 @@ def run(report) -> None:
         raise AssertionError(f"cached and uncached generations differ by {diff:.1e}")
     ratio, t_without, t_with = median_time_ratio(without_128, with_128, pairs=5)
     print(f"  128 vectors: without cache {t_without:.2f} s, with {t_with * 1e3:.1f} ms (medians)")
-    report("kv_cache_speedup_128", ratio, 16)  # see the docstring
-    weights_floor(layers, with_128)
+    report("kv_cache_speedup_128", ratio, 8)  # machine-dependent: see the docstring
+    speedup_128 = ratio
+    t_floor, t_cached = weights_floor(layers, with_128)
+    report("kv_cached_weight_share_128", t_floor / t_cached, 0.25)
 
     sequence = generate_with_cache(prompt, layers, 512, *heads)  # (1, 544, d)
     sampled = np.arange(STRIDE // 2, 512, STRIDE)  # the timed steps
@@ -104,11 +124,12 @@ def run(report) -> None:
         f"  the same estimate for the 128-vector run: {estimate_128:.2f} s "
         f"(measured above: {t_without:.2f} s)"
     )
-    report("kv_cache_speedup_512", STRIDE * ratio, 64)
+    report("kv_cache_speedup_512", STRIDE * ratio, 32)  # machine-dependent
+    report("kv_cache_speedup_growth", STRIDE * ratio / speedup_128, 2.5)
 
 
-def weights_floor(layers, with_128) -> None:
-    """Print (no target) how much of the cached run is the matrix-vector products alone.
+def weights_floor(layers, with_128) -> tuple[float, float]:
+    """How much of the cached run is the matrix-vector products alone: (t_products, t_cached).
 
     Each cached step multiplies one row by the 16 weight matrices of the model (W_q, W_k, W_v,
     W_o of 4 layers): 8 MiB of float64 read per step whatever else the step does.
@@ -124,7 +145,8 @@ def weights_floor(layers, with_128) -> None:
     t_floor, t_with = best_time(products_only, repeats=7), best_time(with_128, repeats=7)
     mib = sum(W.nbytes for W in weights) / 2**20
     print(
-        f"  information, no target: 128 cached steps {t_with * 1e3:.1f} ms (best of 7), of which "
+        f"  128 cached steps {t_with * 1e3:.1f} ms (best of 7), of which "
         f"the {len(weights)} products with the weights ({mib:.0f} MiB read per step) take "
         f"{t_floor * 1e3:.1f} ms ({t_floor / t_with:.0%}) when timed alone"
     )
+    return t_floor, t_with

@@ -1,18 +1,32 @@
-"""Softmax and scaled dot-product attention.
+"""Softmax and scaled dot-product attention: the package's one attention core.
 
 Taught in chapter 01 (``chapters/01_attention.ipynb``); the masked behaviour is discussed in
-chapter 03; the backward pass (``scaled_dot_product_attention_backward``) is taught in chapter 06
-(``chapters/06_block.ipynb``).
+chapter 03, the additive score bias (ALiBi, T5) in chapter 05; the backward pass
+(``scaled_dot_product_attention_backward``) is taught in chapter 06 (``chapters/06_block.ipynb``).
+
+Every attention in the package runs this core: multi-head attention (``npformer.multi_head``),
+the decoder's blocks (``npformer.block``, through the unchecked ``_attention`` and
+``_attention_backward`` with the causal fast path and preallocated gradient buffers), and
+``npformer.positions.attention_with_bias``.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
 import numpy as np
 
-from npformer.validation import attention_inputs, bool_mask, float_array, same_dtype
+from npformer.reductions import _max_last, _sum_last
+from npformer.validation import (
+    attention_inputs,
+    axis_of,
+    bool_mask,
+    flag,
+    float_array,
+    same_dtype,
+)
 
 
 def softmax(x, axis: int = -1) -> np.ndarray:
@@ -22,8 +36,7 @@ def softmax(x, axis: int = -1) -> np.ndarray:
     constant along the axis) and keeps ``exp`` from overflowing. Keeps the input's dtype.
     """
     x = float_array("softmax", "x", x)
-    if not -x.ndim <= axis < x.ndim:
-        raise ValueError(f"softmax: axis {axis} is out of range for shape {x.shape}")
+    axis = axis_of("softmax", axis, x.ndim, x.shape)
     shifted = x - x.max(axis=axis, keepdims=True)
     e = np.exp(shifted)
     return e / e.sum(axis=axis, keepdims=True)
@@ -37,6 +50,7 @@ def masked_softmax(scores, mask=None, axis: int = -1) -> np.ndarray:
     reads nothing. ``mask`` must broadcast to ``scores.shape``.
     """
     scores = float_array("masked_softmax", "scores", scores)
+    axis = axis_of("masked_softmax", axis, scores.ndim, scores.shape)
     if mask is None:
         return softmax(scores, axis=axis)
     mask = bool_mask("masked_softmax", mask, scores.shape, "scores of shape")
@@ -56,32 +70,99 @@ class AttentionCache(NamedTuple):
     V: np.ndarray
     weights: np.ndarray  # (..., T, S) the softmax output P
     scale: float  # the factor applied to Q K^T (1 / sqrt(d_h), or 1)
+    bias_shape: tuple | None = None  # the shape of the additive score bias, if there was one
 
 
-def scaled_dot_product_attention(Q, K, V, mask=None, scale: bool = True):
-    """softmax(Q K^T / sqrt(d_h)) V over the keys; masked keys get zero weight.
+def scaled_dot_product_attention(
+    Q, K, V, mask=None, scale: bool = True, bias=None, *, causal: bool = False
+):
+    """softmax(Q K^T / sqrt(d_h) + bias) V over the keys; masked keys get zero weight.
 
     Shapes: Q (..., T, d_h), K (..., S, d_h), V (..., S, d_v); the leading axes of Q and K/V
     broadcast. ``mask`` is boolean, True = may attend, and broadcasts to (..., T, S): a causal
     mask (T, S), a key padding mask (B, 1, 1, S), or their AND. A query whose keys are all masked
     gets zero weights and a zero output. ``scale=False`` drops the 1/sqrt(d_h) (chapter 02).
-    All inputs share one floating dtype, which the outputs keep.
+    ``bias`` (float, broadcasting to (..., T, S)) is added to the scaled scores before the mask:
+    how ALiBi and T5 positions enter (chapter 05). ``causal=True`` applies the causal mask of T
+    queries that are the last T of the S keys (key j visible to query i when j <= i + S - T)
+    without building a boolean mask: the fast path the decoder uses, which may be combined with
+    ``mask``. All inputs share one floating dtype, which the outputs keep (a bias of another
+    floating dtype is cast to it).
 
     Returns (out (..., T, d_v), AttentionCache with ``weights`` (..., T, S)).
     """
     fn = "scaled_dot_product_attention"
     Q, K, V, batch = attention_inputs(fn, Q, K, V)
     T, S = Q.shape[-2], K.shape[-2]
-
-    factor = 1.0 / math.sqrt(Q.shape[-1]) if scale else 1.0
-    scores = Q @ K.swapaxes(-1, -2)  # (..., T, S)
-    if scale:
-        scores *= factor  # a Python float keeps float32
+    scores_shape = batch + (T, S)
+    flag(fn, "scale", scale)
+    flag(fn, "causal", causal)
+    if causal and T > S:
+        raise ValueError(
+            f"{fn}: causal=True needs at least as many keys as queries (the queries are the last "
+            f"T of the S positions); got Q {Q.shape} and K {K.shape}"
+        )
     if mask is not None:
-        mask = bool_mask(fn, mask, batch + (T, S), "scores of shape")
-    weights = masked_softmax(scores, mask, axis=-1)  # (..., T, S) rows sum to 1 or 0
+        mask = bool_mask(fn, mask, scores_shape, "scores of shape")
+    if bias is not None:
+        bias = score_bias(fn, bias, scores_shape, Q.dtype)
+    factor = 1.0 / math.sqrt(Q.shape[-1]) if scale else 1.0
+    return _attention(Q, K, V, factor, mask, bias, causal)
+
+
+def score_bias(fn: str, bias, scores_shape: tuple, dtype) -> np.ndarray:
+    """``bias`` as a float array of ``dtype`` that broadcasts to ``scores_shape``, or ValueError.
+
+    The bias may not add axes or stretch the scores: its broadcast with the scores' shape must be
+    the scores' shape itself.
+    """
+    bias = float_array(fn, "bias", bias)
+    try:
+        full = np.broadcast_shapes(scores_shape, bias.shape)
+    except ValueError:
+        full = None
+    if full != tuple(scores_shape):
+        raise ValueError(
+            f"{fn}: bias of shape {bias.shape} does not broadcast to scores of shape "
+            f"{tuple(scores_shape)}"
+        )
+    return bias.astype(dtype, copy=False)
+
+
+@functools.lru_cache(maxsize=32)
+def _causal_bias(T: int, S: int, dtype: np.dtype) -> np.ndarray:
+    """(T, S): 0 where key j <= query i + S - T, -inf after it (added to the scores)."""
+    bias = np.zeros((T, S), dtype=dtype)
+    bias[np.triu_indices(T, S - T + 1, S)] = -np.inf
+    bias.flags.writeable = False
+    return bias
+
+
+def _attention(Q, K, V, factor: float, mask=None, bias=None, causal: bool = False):
+    """The attention core without input checks: what every attention in the package runs.
+
+    scores = factor Q K^T (+ bias) (+ the causal -inf triangle), softmax over the keys (in place
+    when the only mask is the causal one: the last key a query may see is never masked, so every
+    row has a finite maximum; otherwise ``masked_softmax``), weights @ V. ``bias`` must already
+    broadcast to the scores' shape. Returns (out, AttentionCache).
+    """
+    scores = Q @ K.swapaxes(-1, -2)  # (..., T, S) a new array
+    if factor != 1.0:
+        scores *= factor  # a Python float keeps float32
+    if bias is not None:
+        scores += bias
+    if causal:
+        T, S = scores.shape[-2:]
+        scores += _causal_bias(T, S, scores.dtype)
+    if causal and mask is None:
+        scores -= _max_last(scores)  # softmax in place
+        weights = np.exp(scores, out=scores)
+        weights /= _sum_last(weights)
+    else:
+        weights = masked_softmax(scores, mask, axis=-1)  # rows sum to 1, or 0 if all masked
     out = weights @ V  # (..., T, d_v)
-    return out, AttentionCache(Q, K, V, weights, factor)
+    bias_shape = None if bias is None else bias.shape
+    return out, AttentionCache(Q, K, V, weights, factor, bias_shape)
 
 
 def _sum_to_shape(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -94,38 +175,64 @@ def _sum_to_shape(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
     return x.sum(axis=stretched, keepdims=True) if stretched else x
 
 
-def scaled_dot_product_attention_backward(d_out, cache: AttentionCache):
-    """Gradients of ``scaled_dot_product_attention`` with respect to Q, K and V.
+def scaled_dot_product_attention_backward(d_out, cache: AttentionCache, *, bias_grad: bool = False):
+    """Gradients of ``scaled_dot_product_attention`` with respect to Q, K and V (and the bias).
 
-    With Z = c Q K^T the scores, P = softmax(Z) the attention weights, c the scale and
+    With Z = c Q K^T + bias the scores, P = softmax(Z) the attention weights, c the scale and
     dY = d_out:
         dV = P^T dY,   dP = dY V^T,   dZ = P * (dP - rowsum(dP * P)),
-        dQ = c dZ K,   dK = c dZ^T Q.
+        dQ = c dZ K,   dK = c dZ^T Q,   d_bias = dZ (summed to the bias's shape).
     The third formula is the softmax Jacobian p_i (delta_ij - p_j) applied row by row (many
     texts, and the first source, call the scores S and write it dS; in this book S counts the
     keys). Where the mask made P = 0, dZ is 0 too, so masked keys receive no gradient. When the
-    leading axes of Q and K/V were broadcast in the forward pass, the gradients are summed back
-    to their shapes.
-    Shapes: d_out (..., T, d_v). Returns (dQ like Q, dK like K, dV like V).
+    leading axes of Q and K/V (or the bias) were broadcast in the forward pass, the gradients are
+    summed back to their shapes.
+    Shapes: d_out (..., T, d_v). Returns (dQ like Q, dK like K, dV like V), and d_bias shaped like
+    the bias as a fourth item when ``bias_grad=True`` (which needs a forward pass with a bias).
     """
     fn = "scaled_dot_product_attention_backward"
+    if not isinstance(cache, AttentionCache):
+        raise ValueError(f"{fn}: cache must be the AttentionCache of scaled_dot_product_attention")
+    flag(fn, "bias_grad", bias_grad)
     d_out = float_array(fn, "d_out", d_out, min_rank=2)
-    Q, K, V, P, factor = cache
+    P, V = cache.weights, cache.V
     expected = P.shape[:-1] + (V.shape[-1],)
     if d_out.shape != expected:
         raise ValueError(
             f"{fn}: d_out has shape {d_out.shape} but the forward output had shape {expected} "
             f"(weights {P.shape}, V {V.shape})"
         )
-    same_dtype(fn, d_out=d_out, Q=Q)
-    dV = P.swapaxes(-1, -2) @ d_out  # (..., S, d_v)
-    dP = d_out @ V.swapaxes(-1, -2)  # (..., T, S)
-    row = np.einsum("...ts,...ts->...t", dP, P)[..., None]  # (..., T, 1) rowsum(dP * P)
-    dZ = dP  # reuse the buffer
+    same_dtype(fn, d_out=d_out, Q=cache.Q)
+    if bias_grad and cache.bias_shape is None:
+        raise ValueError(f"{fn}: bias_grad=True, but the forward pass had no bias")
+    return _attention_backward(d_out, cache, bias_grad=bias_grad)
+
+
+def _attention_backward(d_out, cache: AttentionCache, out=None, bias_grad: bool = False):
+    """The backward of ``_attention`` without input checks.
+
+    ``out`` = (dQ, dK, dV): preallocated arrays (or views, e.g. into one fused buffer) of the
+    full broadcast shapes that receive the gradients; then nothing is summed back.
+    Returns (dQ, dK, dV) or (dQ, dK, dV, d_bias).
+    """
+    Q, K, V, P, factor, bias_shape = cache
+    dq, dk, dv = (None, None, None) if out is None else out
+    dV = np.matmul(P.swapaxes(-1, -2), d_out, out=dv)  # (..., S, d_v) dV = P^T dY
+    dZ = d_out @ V.swapaxes(-1, -2)  # (..., T, S) dP = dY V^T
+    row = _sum_last(dZ * P)  # (..., T, 1) rowsum(dP * P)
     dZ -= row
-    dZ *= P  # (..., T, S)
+    dZ *= P  # dZ = P * (dP - rowsum(dP * P))
+    d_bias = None
+    if bias_grad:
+        d_bias = _sum_to_shape(dZ, bias_shape).copy()
     if factor != 1.0:
         dZ *= factor  # now c dZ, the gradient of the unscaled Q K^T
-    dQ = dZ @ K  # (..., T, d_h)
-    dK = dZ.swapaxes(-1, -2) @ Q  # (..., S, d_h)
-    return _sum_to_shape(dQ, Q.shape), _sum_to_shape(dK, K.shape), _sum_to_shape(dV, V.shape)
+    dQ = np.matmul(dZ, K, out=dq)  # (..., T, d_h) dQ = c dZ K
+    dK = np.matmul(dZ.swapaxes(-1, -2), Q, out=dk)  # (..., S, d_h) dK = c dZ^T Q
+    if out is None:
+        dQ, dK, dV = (
+            _sum_to_shape(dQ, Q.shape),
+            _sum_to_shape(dK, K.shape),
+            _sum_to_shape(dV, V.shape),
+        )
+    return (dQ, dK, dV, d_bias) if bias_grad else (dQ, dK, dV)

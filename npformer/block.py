@@ -1,8 +1,10 @@
-"""Layer norm and the position-wise feed-forward network, forward and backward.
+"""The Transformer block: layer norm, the feed-forward network, the decoder's self-attention
+sub-layer, and the whole pre-LN or post-LN block, each forward and backward.
 
-Taught in chapter 06 (``chapters/06_block.ipynb``), which assembles them with attention into
-the pre-LN and post-LN Transformer blocks of ``npformer.model``; chapter 07 reuses the forward
-functions in the encoder-decoder.
+Taught in chapter 06 (``chapters/06_block.ipynb``); chapter 07 reuses layer norm and the
+feed-forward network in the encoder-decoder. ``npformer.model`` stacks the blocks between the
+embeddings and the loss; the attention itself (scores, mask, bias, softmax, weighted sum, and
+its backward) is the core of ``npformer.attention``, which the block calls.
 
 Conventions: a linear layer is ``x @ W + b`` with ``W`` of shape (d_in, d_out); forward
 functions return ``(out, cache)`` and backward functions take ``(d_out, cache)``. Every function
@@ -17,49 +19,22 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.validation import float_array, same_dtype
+from npformer.attention import AttentionCache, _attention, _attention_backward
+from npformer.positions import alibi_bias, apply_rope
+from npformer.reductions import _max_last, _ones, _sum_last, _sum_rows  # noqa: F401
+from npformer.validation import (
+    array_dict,
+    float_array,
+    generator,
+    int_at_least,
+    positive_number,
+    same_dtype,
+)
 
 ACTIVATIONS = ("relu", "gelu", "swiglu")
 
 _GELU_C = math.sqrt(2.0 / math.pi)  # Python floats: no promotion
 _GELU_A = 0.044715
-
-
-# ----------------------------------------------------------------------------- reductions
-# NumPy's reductions over a SHORT last axis (d = 32, T = 12) cost several times a matrix product
-# with a vector of ones, which BLAS does in one pass; the trainer of chapter 10 runs dozens per
-# step, so the hot paths below use these three helpers. They compute the same sums and maxima.
-
-
-@functools.lru_cache(maxsize=128)
-def _ones(n: int, dtype: np.dtype, column: bool) -> np.ndarray:
-    ones = np.ones((n, 1) if column else (n,), dtype=dtype)
-    ones.flags.writeable = False
-    return ones
-
-
-def _sum_last(x: np.ndarray) -> np.ndarray:
-    """Sums over the last axis, kept as an axis of length 1: (..., n) -> (..., 1)."""
-    return x @ _ones(x.shape[-1], x.dtype, True)
-
-
-def _sum_rows(x: np.ndarray, out=None) -> np.ndarray:
-    """Sums over the rows of a matrix: (N, n) -> (n,) (e.g. a bias gradient)."""
-    return np.matmul(_ones(x.shape[0], x.dtype, False), x, out=out)
-
-
-def _max_last(x: np.ndarray) -> np.ndarray:
-    """Maxima over the last axis by halving, (..., n) -> (..., 1): log2(n) elementwise maxima."""
-    if x.shape[-1] == 1:
-        return x.copy()
-    while x.shape[-1] > 1:
-        n = x.shape[-1]
-        h = n // 2
-        m = np.maximum(x[..., :h], x[..., h : 2 * h])  # (..., h)
-        if n % 2:  # fold the odd one out into column 0
-            np.maximum(m[..., :1], x[..., 2 * h :], out=m[..., :1])
-        x = m
-    return x
 
 
 # ----------------------------------------------------------------------------- layer norm
@@ -79,6 +54,10 @@ def _check_layer_norm(fn: str, x, gamma, beta):
     beta = float_array(fn, "beta", beta)
     same_dtype(fn, x=x, gamma=gamma, beta=beta)
     d = x.shape[-1]
+    if d == 0:
+        raise ValueError(
+            f"{fn}: x of shape {x.shape} has width d = 0: there is nothing to normalize"
+        )
     if gamma.shape != (d,) or beta.shape != (d,):
         raise ValueError(
             f"{fn}: gamma {gamma.shape} and beta {beta.shape} must both have shape ({d},) "
@@ -94,6 +73,7 @@ def layer_norm(x, gamma, beta, eps: float = 1e-5):
     Shapes: x (..., d), gamma (d,), beta (d,). Returns (out (..., d), LayerNormCache).
     """
     x, gamma, beta = _check_layer_norm("layer_norm", x, gamma, beta)
+    eps = positive_number("layer_norm", "eps", eps)
     return _layer_norm(x, gamma, beta, eps)
 
 
@@ -124,6 +104,8 @@ def layer_norm_backward(d_out, cache: LayerNormCache):
     Shapes: d_out (..., d). Returns (dx (..., d), dgamma (d,), dbeta (d,)).
     """
     fn = "layer_norm_backward"
+    if not isinstance(cache, LayerNormCache):
+        raise ValueError(f"{fn}: cache must be the LayerNormCache of layer_norm")
     d_out = float_array(fn, "d_out", d_out)
     if d_out.shape != cache.x_hat.shape:
         raise ValueError(
@@ -160,7 +142,7 @@ def _layer_norm_backward(d_out, cache):
 
 def relu(x):
     """max(x, 0), keeping the dtype."""
-    return np.maximum(x, 0)
+    return np.maximum(float_array("relu", "x", x), 0)
 
 
 def gelu(x):
@@ -169,6 +151,10 @@ def gelu(x):
     The tanh form is the one GPT-2 and BERT use; ``torch.nn.functional.gelu(x,
     approximate="tanh")`` computes the same function. Keeps the dtype.
     """
+    return _gelu(float_array("gelu", "x", x))
+
+
+def _gelu(x):
     u = x * x  # x^2
     u *= _GELU_A
     u += 1.0
@@ -186,6 +172,14 @@ def gelu_backward(d_out, x):
     With u = c (x + a x^3) and t = tanh(u):
         gelu'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2).
     """
+    fn = "gelu_backward"
+    d_out, x = float_array(fn, "d_out", d_out), float_array(fn, "x", x)
+    if d_out.shape != x.shape:
+        raise ValueError(f"{fn}: d_out has shape {d_out.shape} and x has shape {x.shape}")
+    return _gelu_backward(d_out, x)
+
+
+def _gelu_backward(d_out, x):
     x2 = x * x
     u = x2 * _GELU_A
     u += 1.0
@@ -209,13 +203,18 @@ def gelu_backward(d_out, x):
 
 def sigmoid(x):
     """1 / (1 + exp(-x)) without overflow: exp only ever sees -|x|; keeps the dtype."""
+    return _sigmoid(float_array("sigmoid", "x", x))
+
+
+def _sigmoid(x):
     e = np.exp(-np.abs(x))  # in (0, 1], never overflows
     return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
 
 
 def silu(x):
     """x * sigmoid(x) (the "swish" of SwiGLU), keeping the dtype."""
-    return x * sigmoid(x)
+    x = float_array("silu", "x", x)
+    return x * _sigmoid(x)
 
 
 # ----------------------------------------------------------------------------- feed-forward
@@ -241,8 +240,8 @@ def init_feed_forward_params(
     "W_gate" (d, d_ff) and "b_gate" (d_ff,).
     """
     fn = "init_feed_forward_params"
-    if d_model <= 0 or d_ff <= 0:
-        raise ValueError(f"{fn}: d_model={d_model} and d_ff={d_ff} must be positive")
+    d_model, d_ff = int_at_least(fn, "d_model", d_model), int_at_least(fn, "d_ff", d_ff)
+    generator(fn, rng)
     _check_activation(fn, activation)
     params = {
         "W_1": rng.normal(0.0, 1.0 / math.sqrt(d_model), (d_model, d_ff)),
@@ -258,7 +257,9 @@ def init_feed_forward_params(
 
 def feed_forward_num_params(d_model: int, d_ff: int, activation: str = "relu") -> int:
     """Parameter count of ``feed_forward``: 2 d d_ff + d_ff + d, plus d d_ff + d_ff for SwiGLU."""
-    _check_activation("feed_forward_num_params", activation)
+    fn = "feed_forward_num_params"
+    d_model, d_ff = int_at_least(fn, "d_model", d_model), int_at_least(fn, "d_ff", d_ff)
+    _check_activation(fn, activation)
     count = 2 * d_model * d_ff + d_ff + d_model
     if activation == "swiglu":
         count += d_model * d_ff + d_ff
@@ -281,6 +282,7 @@ def feed_forward(x, params: dict, activation: str = "relu"):
     fn = "feed_forward"
     _check_activation(fn, activation)
     x = float_array(fn, "x", x)
+    array_dict(fn, "params", params)
     names = ["W_1", "b_1", "W_2", "b_2"] + (["W_gate", "b_gate"] if activation == "swiglu" else [])
     missing = [n for n in names if n not in params]
     if missing:
@@ -315,11 +317,11 @@ def _feed_forward(x, params, activation):
     if activation == "relu":
         hidden = np.maximum(pre, 0)  # (N, d_ff)
     elif activation == "gelu":
-        hidden = gelu(pre)
+        hidden = _gelu(pre)
     else:
         gate = x2 @ params["W_gate"]  # (N, d_ff)
         gate += params["b_gate"]
-        hidden = silu(pre)
+        hidden = pre * _sigmoid(pre)  # silu
         hidden *= gate
         gate = gate.reshape(lead + (d_ff,))
     out = hidden @ params["W_2"]  # (N, d)
@@ -337,6 +339,8 @@ def feed_forward_backward(d_out, cache: FeedForwardCache):
     Returns (dx (..., d), grads: dict with the same keys and shapes as the params).
     """
     fn = "feed_forward_backward"
+    if not isinstance(cache, FeedForwardCache):
+        raise ValueError(f"{fn}: cache must be the FeedForwardCache of feed_forward")
     d_out = float_array(fn, "d_out", d_out)
     expected = cache.x.shape[:-1] + (cache.params["W_2"].shape[-1],)
     if d_out.shape != expected:
@@ -360,9 +364,9 @@ def _feed_forward_backward(d_out, cache):
         d_pre = d_hidden
         d_pre *= pre > 0  # the kink at 0 gets derivative 0
     elif activation == "gelu":
-        d_pre = gelu_backward(d_hidden, pre)
+        d_pre = _gelu_backward(d_hidden, pre)
     else:
-        sig = sigmoid(pre)  # (..., d_ff)
+        sig = _sigmoid(pre)  # (..., d_ff)
         act = pre * sig  # silu(pre)
         d_gate = d_hidden * act
         # silu'(p) = sig (1 + p (1 - sig))
@@ -376,3 +380,227 @@ def _feed_forward_backward(d_out, cache):
     if activation == "swiglu":
         dx += d_gate.reshape(-1, d_ff) @ params["W_gate"].T
     return dx.reshape(x.shape), grads
+
+
+# ------------------------------------------------------------------------- the attention sub-layer
+
+
+class AttentionLayerCache(NamedTuple):
+    """What the backward pass of one self-attention layer needs."""
+
+    x: np.ndarray  # (B, T, d) the layer's input
+    core: AttentionCache  # the attention core's cache: q, k (rotated with RoPE), v (B, h, T, d_h)
+    merged: np.ndarray  # (B, T, d) the heads' outputs side by side (input of W_o)
+    rope: bool  # whether q and k were rotated (RoPE)
+
+    @property
+    def weights(self) -> np.ndarray:
+        """(B, h, T, T) the attention weights P."""
+        return self.core.weights
+
+    @property
+    def q(self) -> np.ndarray:
+        return self.core.Q
+
+    @property
+    def k(self) -> np.ndarray:
+        return self.core.K
+
+    @property
+    def v(self) -> np.ndarray:
+        return self.core.V
+
+    @property
+    def factor(self) -> float:
+        return self.core.scale
+
+
+@functools.lru_cache(maxsize=32)
+def _alibi_bias(num_heads: int, T: int, dtype: np.dtype) -> np.ndarray:
+    """(h, T, T) ALiBi's penalty -lambda_k |i - j| in ``dtype`` (read-only, reused)."""
+    bias = alibi_bias(num_heads, T).astype(dtype)
+    bias.flags.writeable = False
+    return bias
+
+
+def _self_attention(x, W_qkv, b_qkv, W_o, b_o, num_heads, scale, mask, positions="learned"):
+    """Causal multi-head self-attention of the decoder, on x (B, T, d); no input checks.
+
+    One fused product gives Q | K | V (B T, 3d), cut into heads by a reshape and a transpose
+    (views); RoPE rotates the queries and keys, ALiBi adds its bias; then the attention core of
+    ``npformer.attention`` (its causal fast path when ``mask`` is None, else ``mask``, True =
+    may attend); the heads merged and projected by W_o. Returns (out (B, T, d), cache).
+    """
+    B, T, d = x.shape
+    d_h = d // num_heads
+    qkv = x.reshape(B * T, d) @ W_qkv  # (B T, 3d): one BLAS call, not one per sequence
+    qkv += b_qkv
+    q, k, v = qkv.reshape(B, T, 3, num_heads, d_h).transpose(2, 0, 3, 1, 4)  # 3 x (B, h, T, d_h)
+    rope = positions == "rope"
+    if rope:  # rotate pair i of the query and key at position m by m w_i
+        q, k = apply_rope(q), apply_rope(k)
+    bias = _alibi_bias(num_heads, T, x.dtype) if positions == "alibi" else None
+    factor = 1.0 / math.sqrt(d_h) if scale else 1.0
+    causal = mask is None  # the default mask: the core's causal fast path
+    ctx, core = _attention(q, k, v, factor, mask, bias, causal)  # (B, h, T, d_h)
+    merged = ctx.transpose(0, 2, 1, 3).reshape(B, T, d)  # (B, T, d) copy
+    out = merged.reshape(B * T, d) @ W_o  # (B T, d)
+    out += b_o
+    return out.reshape(B, T, d), AttentionLayerCache(x, core, merged, rope)
+
+
+def _self_attention_backward(d_out, cache, W_qkv, W_o, grads, prefix):
+    """Backward of ``_self_attention``: writes the four gradients into ``grads[prefix + ...]``.
+
+    W_o's product rule, then the attention core's backward writing dQ, dK, dV straight into
+    one (B, T, 3, h, d_h) buffer, so the fused projection's gradient is one product more.
+    Returns dL/dx (B, T, d).
+    """
+    x, core, merged, rope = cache
+    B, h, T, d_h = core.Q.shape
+    d = h * d_h
+    N = B * T
+    g2 = d_out.reshape(N, d)  # (N, d)
+    np.matmul(merged.reshape(N, d).T, g2, out=grads[prefix + "W_o"])  # (d, d)
+    _sum_rows(g2, out=grads[prefix + "b_o"])
+    d_merged = g2 @ W_o.T  # (B T, d)
+    d_ctx = d_merged.reshape(B, T, h, d_h).transpose(0, 2, 1, 3)  # (B, h, T, d_h) view
+    d_qkv = np.empty((B, T, 3, h, d_h), dtype=x.dtype)
+    dq, dk, dv = d_qkv.transpose(2, 0, 3, 1, 4)  # 3 x (B, h, T, d_h) views
+    _attention_backward(d_ctx, core, out=(dq, dk, dv))  # writes into d_qkv
+    if rope:  # the gradients arrived for the rotated q, k: rotate them back (R_m^T = R_-m)
+        back = -np.arange(T)
+        dq[...] = apply_rope(dq, back)
+        dk[...] = apply_rope(dk, back)
+    d_qkv = d_qkv.reshape(N, 3 * d)  # (N, 3d)
+    np.matmul(x.reshape(N, d).T, d_qkv, out=grads[prefix + "W_qkv"])  # (d, 3d)
+    _sum_rows(d_qkv, out=grads[prefix + "b_qkv"])
+    return (d_qkv @ W_qkv.T).reshape(B, T, d)  # (B, T, d)
+
+
+# ----------------------------------------------------------------------------- the block
+
+
+def _check_config(fn: str, config) -> None:
+    from npformer.model import DecoderConfig  # the stack's config; model imports this module
+
+    if not isinstance(config, DecoderConfig):
+        raise ValueError(f"{fn}: config must be a DecoderConfig, got {type(config).__name__}")
+
+
+def block_parameter_shapes(config, layer: int) -> dict[str, tuple[int, ...]]:
+    """Names and shapes of the parameters of block ``layer`` (12 d^2 + 13 d of them for ReLU).
+
+    ``config`` is a ``npformer.model.DecoderConfig`` (its d_model, d_ff and activation).
+    """
+    _check_config("block_parameter_shapes", config)
+    layer = int_at_least("block_parameter_shapes", "layer", layer, minimum=0)
+    if layer >= config.num_layers:
+        raise ValueError(
+            f"block_parameter_shapes: layer {layer} does not exist in {config.num_layers} blocks"
+        )
+    d, d_ff, q = config.d_model, config.d_ff, f"block{layer}."
+    shapes = {
+        q + "ln1.gamma": (d,),
+        q + "ln1.beta": (d,),
+        q + "attn.W_qkv": (d, 3 * d),
+        q + "attn.b_qkv": (3 * d,),
+        q + "attn.W_o": (d, d),
+        q + "attn.b_o": (d,),
+        q + "ln2.gamma": (d,),
+        q + "ln2.beta": (d,),
+        q + "ffn.W_1": (d, d_ff),
+        q + "ffn.b_1": (d_ff,),
+        q + "ffn.W_2": (d_ff, d),
+        q + "ffn.b_2": (d,),
+    }
+    if config.activation == "swiglu":
+        shapes[q + "ffn.W_gate"] = (d, d_ff)
+        shapes[q + "ffn.b_gate"] = (d_ff,)
+    return shapes
+
+
+def block_num_params(config) -> int:
+    """Closed form for one block: attention 4 d^2 + 4 d, two layer norms 4 d, the FFN.
+
+    With ReLU or GELU and d_ff = 4 d this is 12 d^2 + 13 d.
+    """
+    _check_config("block_num_params", config)
+    d = config.d_model
+    return 4 * d * d + 4 * d + 4 * d + feed_forward_num_params(d, config.d_ff, config.activation)
+
+
+class BlockCache(NamedTuple):
+    ln1: tuple
+    attn: AttentionLayerCache
+    ln2: tuple
+    ffn: tuple
+
+
+@functools.lru_cache(maxsize=64)
+def _names(config, layer: int) -> tuple:
+    q = f"block{layer}."
+    ffn = ["W_1", "b_1", "W_2", "b_2"] + (
+        ["W_gate", "b_gate"] if config.activation == "swiglu" else []
+    )
+    return q, q + "attn.", tuple((n, q + "ffn." + n) for n in ffn)
+
+
+def _block_forward(x, params, config, layer, mask):
+    """Block ``layer`` of the decoder on x (B, T, d): pre-LN x + f(LN(x)) or post-LN LN(x + f(x)),
+    for f the self-attention then the FFN. ``params`` holds the decoder's flat names
+    ("block0.attn.W_qkv", ...), ``config`` is its DecoderConfig. Returns (x2 (B, T, d), cache);
+    x2 is a new array.
+    """
+    q, a, ffn_names = _names(config, layer)
+    ffn = {short: params[full] for short, full in ffn_names}
+    attn_args = (params[a + "W_qkv"], params[a + "b_qkv"], params[a + "W_o"], params[a + "b_o"])
+    eps, heads = config.ln_eps, (config.num_heads, config.scale)
+    if config.ln == "pre":  # x + f(LN(x))
+        h1, c_ln1 = _layer_norm(x, params[q + "ln1.gamma"], params[q + "ln1.beta"], eps)
+        x1, c_attn = _self_attention(h1, *attn_args, *heads, mask, config.positions)
+        x1 += x
+        h2, c_ln2 = _layer_norm(x1, params[q + "ln2.gamma"], params[q + "ln2.beta"], eps)
+        x2, c_ffn = _feed_forward(h2, ffn, config.activation)
+        x2 += x1
+    else:  # LN(x + f(x))
+        s1, c_attn = _self_attention(x, *attn_args, *heads, mask, config.positions)
+        s1 += x
+        x1, c_ln1 = _layer_norm(s1, params[q + "ln1.gamma"], params[q + "ln1.beta"], eps)
+        s2, c_ffn = _feed_forward(x1, ffn, config.activation)
+        s2 += x1
+        x2, c_ln2 = _layer_norm(s2, params[q + "ln2.gamma"], params[q + "ln2.beta"], eps)
+    return x2, BlockCache(c_ln1, c_attn, c_ln2, c_ffn)
+
+
+def _store_ln(grads, name, dgamma, dbeta):
+    grads[name + ".gamma"][...] = dgamma
+    grads[name + ".beta"][...] = dbeta
+
+
+def _block_backward(dx2, cache, params, config, layer, grads):
+    """Backward of ``_block_forward``: fills the block's entries of ``grads``, returns dL/dx."""
+    q, a, ffn_names = _names(config, layer)
+    c_ln1, c_attn, c_ln2, c_ffn = cache
+    W_qkv, W_o = params[a + "W_qkv"], params[a + "W_o"]
+    if config.ln == "pre":
+        dh2, g_ffn = _feed_forward_backward(dx2, c_ffn)  # x2 = x1 + f(LN2(x1))
+        dx1, dgamma, dbeta = _layer_norm_backward(dh2, c_ln2)
+        _store_ln(grads, q + "ln2", dgamma, dbeta)
+        dx1 += dx2
+        dh1 = _self_attention_backward(dx1, c_attn, W_qkv, W_o, grads, a)  # x1 = x + att(LN1(x))
+        dx, dgamma, dbeta = _layer_norm_backward(dh1, c_ln1)
+        _store_ln(grads, q + "ln1", dgamma, dbeta)
+        dx += dx1
+    else:
+        ds2, dgamma, dbeta = _layer_norm_backward(dx2, c_ln2)  # x2 = LN2(x1 + f(x1))
+        _store_ln(grads, q + "ln2", dgamma, dbeta)
+        dx1, g_ffn = _feed_forward_backward(ds2, c_ffn)
+        dx1 += ds2
+        ds1, dgamma, dbeta = _layer_norm_backward(dx1, c_ln1)  # x1 = LN1(x + att(x))
+        _store_ln(grads, q + "ln1", dgamma, dbeta)
+        dx = _self_attention_backward(ds1, c_attn, W_qkv, W_o, grads, a)
+        dx += ds1
+    for short, full in ffn_names:
+        grads[full][...] = g_ffn[short]
+    return dx

@@ -11,15 +11,50 @@ theta + eps] and the central difference measures an average of two slopes instea
 
 from __future__ import annotations
 
+import operator
 from typing import Callable, NamedTuple
 
 import numpy as np
 
+from npformer.validation import array_dict, int_at_least, positive_number
+
+
+def _callable(fn: str, name: str, f) -> None:
+    if not callable(f):
+        raise ValueError(f"{fn}: {name} must be a function of no arguments, got {type(f).__name__}")
+
+
+def _entry(fn: str, array, index) -> tuple | int:
+    """``index`` as an int (or a tuple of ints) naming one entry of ``array``, or ValueError."""
+    items = index if isinstance(index, tuple) else (index,)
+    try:
+        if any(isinstance(i, (bool, np.bool_)) for i in items):
+            raise TypeError
+        items = tuple(operator.index(i) for i in items)
+    except TypeError:
+        raise ValueError(
+            f"{fn}: index must be an integer (or a tuple of them), got {index!r}"
+        ) from None
+    shape = array.shape if len(items) == array.ndim else (array.size,) if array.ndim == 1 else None
+    if shape is None or len(items) != len(shape):
+        raise ValueError(
+            f"{fn}: index {index!r} does not name one entry of an array of shape {array.shape}"
+        )
+    if not all(-n <= i < n for i, n in zip(items, shape, strict=True)):
+        raise ValueError(
+            f"{fn}: index {index!r} is out of range for an array of shape {array.shape}"
+        )
+    return items if isinstance(index, tuple) else items[0]
+
 
 def relative_error(a, b) -> np.ndarray:
     """|a - b| / max(|a|, |b|), elementwise; 0 where both are 0."""
-    a = np.asarray(a, dtype=np.float64)
-    b = np.asarray(b, dtype=np.float64)
+    a = np.asarray(a)
+    b = np.asarray(b)
+    for name, x in (("a", a), ("b", b)):
+        if not (np.issubdtype(x.dtype, np.floating) or np.issubdtype(x.dtype, np.integer)):
+            raise ValueError(f"relative_error: {name} must be numbers, got dtype {x.dtype}")
+    a, b = a.astype(np.float64), b.astype(np.float64)
     if a.shape != b.shape:
         raise ValueError(f"relative_error: a has shape {a.shape} and b has shape {b.shape}")
     scale = np.maximum(np.abs(a), np.abs(b))
@@ -28,6 +63,8 @@ def relative_error(a, b) -> np.ndarray:
 
 def normwise_relative_error(a: dict, b: dict) -> float:
     """||a - b|| / ||b|| over all entries of two dicts of arrays with the same names and shapes."""
+    array_dict("normwise_relative_error", "a", a)
+    array_dict("normwise_relative_error", "b", b)
     if a.keys() != b.keys():
         raise ValueError(f"normwise_relative_error: names differ: {sorted(set(a) ^ set(b))}")
     for name in a:
@@ -47,8 +84,14 @@ def central_difference(loss_fn: Callable[[], float], array: np.ndarray, index, e
     ``loss_fn()`` must read ``array`` (a parameter, perturbed in place and restored exactly).
     Returns (estimate, L(theta + eps), L(theta - eps)).
     """
-    if not eps > 0:
-        raise ValueError(f"central_difference: eps must be positive, got {eps}")
+    fn = "central_difference"
+    _callable(fn, "loss_fn", loss_fn)
+    eps = positive_number(fn, "eps", eps)
+    if not isinstance(array, np.ndarray):
+        raise ValueError(
+            f"{fn}: array must be an ndarray (perturbed in place), got {type(array).__name__}"
+        )
+    index = _entry(fn, array, index)
     if array.dtype != np.float64:
         raise ValueError(
             f"central_difference: finite differences need float64, got {array.dtype} "
@@ -71,8 +114,18 @@ def select_coordinates(grads: dict, threshold: float = 1e-6, per_tensor=None, rn
     With ``per_tensor`` an integer, keep a random subset of at most that many per tensor
     (drawn from ``rng``, sorted). Returns {name: 1-D int array} (tensors with none are left out).
     """
-    if per_tensor is not None and rng is None:
-        raise ValueError("select_coordinates: a random subset (per_tensor) needs an rng")
+    fn = "select_coordinates"
+    array_dict(fn, "grads", grads)
+    if (
+        isinstance(threshold, (bool, np.bool_))
+        or not isinstance(threshold, (int, float, np.integer, np.floating))
+        or not threshold >= 0
+    ):
+        raise ValueError(f"{fn}: threshold must be a number >= 0, got {threshold!r}")
+    if per_tensor is not None:
+        per_tensor = int_at_least(fn, "per_tensor", per_tensor)
+        if not isinstance(rng, np.random.Generator):
+            raise ValueError(f"{fn}: a random subset (per_tensor) needs an rng (a Generator)")
     chosen = {}
     for name, g in grads.items():
         idx = np.flatnonzero(np.abs(g) > threshold)
@@ -110,9 +163,14 @@ def gradient_check(
     ``coordinates`` is {name: flat indices} (see ``select_coordinates``); ``loss_fn()`` reads
     ``params``, which are perturbed in place one entry at a time and restored exactly.
     """
+    fn = "gradient_check"
+    _callable(fn, "loss_fn", loss_fn)
+    for name, value in (("params", params), ("grads", grads), ("coordinates", coordinates)):
+        array_dict(fn, name, value)
+    eps = positive_number(fn, "eps", eps)
     names, indices, analytic, numeric = [], [], [], []
     for name, idx in coordinates.items():
-        if name not in params or params[name].shape != grads[name].shape:
+        if name not in params or name not in grads or params[name].shape != grads[name].shape:
             raise ValueError(f"gradient_check: no parameter {name!r} matching its gradient")
         flat = params[name].reshape(-1)
         if not np.shares_memory(flat, params[name]):
@@ -143,8 +201,14 @@ def kink_crossed(
     parameters; ``array[index]`` is perturbed in place to theta + eps and theta - eps, then
     restored exactly. True if any entry is positive at one end and non-positive at the other.
     """
-    if not eps > 0:
-        raise ValueError(f"kink_crossed: eps must be positive, got {eps}")
+    fn = "kink_crossed"
+    _callable(fn, "preactivations_fn", preactivations_fn)
+    eps = positive_number(fn, "eps", eps)
+    if not isinstance(array, np.ndarray):
+        raise ValueError(
+            f"{fn}: array must be an ndarray (perturbed in place), got {type(array).__name__}"
+        )
+    index = _entry(fn, array, index)
     old = array[index]
     try:
         array[index] = old + eps

@@ -1,10 +1,11 @@
-"""The decoder-only Transformer with learned positions: forward, masked loss, backward.
+"""The decoder-only Transformer: forward, masked loss, backward.
 
 Taught in chapter 06 (``chapters/06_block.ipynb``), which checks its hand-written backward pass
 three ways (central differences, torch autograd, side-by-side training); trained in chapters 10
 and 11.
 
-The model: token embedding + learned position table, ``num_layers`` blocks (pre-LN
+The model: token embedding (+ a learned or sinusoidal position table, or RoPE or ALiBi inside
+attention, chapter 05), ``num_layers`` blocks (pre-LN
 x + f(LN(x)) or post-LN LN(x + f(x))), each a causal multi-head self-attention and a
 position-wise feed-forward network, an optional final layer norm and an untied output layer
 with bias. Parameters live in a flat dict name -> array (``init_params``), packed in one buffer
@@ -26,23 +27,55 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.attention import masked_softmax
-from npformer.block import (
+from npformer.block import (  # noqa: F401 (AttentionLayerCache, BlockCache: re-exported)
     ACTIVATIONS,
-    _feed_forward,
-    _feed_forward_backward,
+    AttentionLayerCache,
+    BlockCache,
+    _block_backward,
+    _block_forward,
     _layer_norm,
     _layer_norm_backward,
-    _max_last,
-    _ones,
-    _sum_last,
-    _sum_rows,
-    feed_forward_num_params,
+    _store_ln,
+    block_num_params,
+    block_parameter_shapes,
 )
 from npformer.optim import pack, zeros_like_packed
-from npformer.validation import bool_mask, divisible
+from npformer.positions import sinusoidal_positions
+from npformer.reductions import _max_last, _ones, _sum_last, _sum_rows
+from npformer.validation import array_dict, bool_mask, divisible, flag, generator, positive_number
 
 LN_PLACEMENTS = ("pre", "post")
+
+#: Where the decoder's position information comes from (chapter 05): a learned table added to
+#: the embeddings, the fixed sinusoidal table added to them, rotary queries and keys in every
+#: attention layer, ALiBi's linear distance penalty on the scores, or nothing at all.
+POSITION_SCHEMES = ("learned", "sinusoidal", "rope", "alibi", "none")
+
+
+class PositionScheme(str):
+    """A name from ``POSITION_SCHEMES`` that is false only for "none".
+
+    True and False are accepted for "learned" and "none", so ``if config.positions:`` asks
+    whether the model has any position information.
+    """
+
+    __slots__ = ()
+
+    def __bool__(self) -> bool:
+        return self != "none"
+
+
+def position_scheme(fn: str, value) -> PositionScheme:
+    """``value`` as a PositionScheme: a name of ``POSITION_SCHEMES``, or True / False for
+    "learned" / "none"; anything else raises ValueError naming it."""
+    if isinstance(value, (bool, np.bool_)):
+        return PositionScheme("learned" if value else "none")
+    if not isinstance(value, str) or value not in POSITION_SCHEMES:
+        raise ValueError(
+            f"{fn}: positions must be one of {POSITION_SCHEMES} (or True / False for "
+            f"'learned' / 'none'), got {value!r}"
+        )
+    return PositionScheme(value)
 
 
 @dataclass(frozen=True)
@@ -51,8 +84,13 @@ class DecoderConfig:
 
     ``max_len`` is the number of rows of the learned position table (sequences may be shorter);
     ``ln`` is "pre" (x + f(LN(x))) or "post" (LN(x + f(x))); ``scale`` divides the attention
-    scores by sqrt(d_h); ``activation`` is "relu", "gelu" or "swiglu"; ``positions=False``
-    drops the position table (an ablation); ``final_ln`` adds a layer norm before the output.
+    scores by sqrt(d_h); ``activation`` is "relu", "gelu" or "swiglu"; ``final_ln`` adds a
+    layer norm before the output. ``positions`` is one of ``POSITION_SCHEMES``: "learned" (a
+    table of ``max_len`` rows added to the embeddings, the default), "sinusoidal" (the fixed
+    table, no parameters; needs an even d_model), "rope" (queries and keys rotated in every
+    layer; needs an even d_h), "alibi" (a per-head linear penalty on the scores) or "none" (an
+    ablation). True and False are read as "learned" and "none". Only "learned" limits the
+    sequence length to ``max_len``.
     """
 
     vocab_size: int
@@ -64,7 +102,7 @@ class DecoderConfig:
     ln: str = "pre"
     scale: bool = True
     activation: str = "relu"
-    positions: bool = True
+    positions: str = "learned"
     final_ln: bool = True
     ln_eps: float = 1e-5
 
@@ -81,8 +119,20 @@ class DecoderConfig:
             raise ValueError(
                 f"{fn}: activation must be one of {ACTIVATIONS}, got {self.activation!r}"
             )
-        if not self.ln_eps > 0:
-            raise ValueError(f"{fn}: ln_eps must be positive, got {self.ln_eps}")
+        positive_number(fn, "ln_eps", self.ln_eps)
+        flag(fn, "scale", self.scale)
+        flag(fn, "final_ln", self.final_ln)
+        object.__setattr__(self, "positions", position_scheme(fn, self.positions))
+        if self.positions == "sinusoidal" and self.d_model % 2:
+            raise ValueError(
+                f"{fn}: positions='sinusoidal' needs an even d_model (sin/cos pairs), "
+                f"got d_model={self.d_model}"
+            )
+        if self.positions == "rope" and self.d_head % 2:
+            raise ValueError(
+                f"{fn}: positions='rope' needs an even d_head (RoPE rotates pairs), got "
+                f"d_head={self.d_head} (d_model={self.d_model}, num_heads={self.num_heads})"
+            )
 
     @property
     def d_head(self) -> int:
@@ -92,39 +142,23 @@ class DecoderConfig:
 # ----------------------------------------------------------------------------- parameters
 
 
-def block_parameter_shapes(config: DecoderConfig, layer: int) -> dict[str, tuple[int, ...]]:
-    """Names and shapes of the parameters of block ``layer`` (12 d^2 + 13 d of them for ReLU)."""
-    d, d_ff, q = config.d_model, config.d_ff, f"block{layer}."
-    shapes = {
-        q + "ln1.gamma": (d,),
-        q + "ln1.beta": (d,),
-        q + "attn.W_qkv": (d, 3 * d),
-        q + "attn.b_qkv": (3 * d,),
-        q + "attn.W_o": (d, d),
-        q + "attn.b_o": (d,),
-        q + "ln2.gamma": (d,),
-        q + "ln2.beta": (d,),
-        q + "ffn.W_1": (d, d_ff),
-        q + "ffn.b_1": (d_ff,),
-        q + "ffn.W_2": (d_ff, d),
-        q + "ffn.b_2": (d,),
-    }
-    if config.activation == "swiglu":
-        shapes[q + "ffn.W_gate"] = (d, d_ff)
-        shapes[q + "ffn.b_gate"] = (d_ff,)
-    return shapes
+def check_config(fn: str, config) -> DecoderConfig:
+    """Return ``config`` if it is a DecoderConfig, or raise ValueError naming its type."""
+    if not isinstance(config, DecoderConfig):
+        raise ValueError(f"{fn}: config must be a DecoderConfig, got {type(config).__name__}")
+    return config
 
 
 def parameter_shapes(config: DecoderConfig) -> dict[str, tuple[int, ...]]:
     """Names and shapes of every parameter, in the order ``init_params`` packs them."""
-    return dict(_parameter_shapes(config))
+    return dict(_parameter_shapes(check_config("parameter_shapes", config)))
 
 
 @functools.lru_cache(maxsize=64)
 def _parameter_shapes(config: DecoderConfig) -> tuple:
     d, vocab = config.d_model, config.vocab_size
     shapes = {"tok_emb": (vocab, d)}
-    if config.positions:
+    if config.positions == "learned":
         shapes["pos_emb"] = (config.max_len, d)
     for layer in range(config.num_layers):
         shapes.update(block_parameter_shapes(config, layer))
@@ -136,20 +170,12 @@ def _parameter_shapes(config: DecoderConfig) -> tuple:
     return tuple(shapes.items())
 
 
-def block_num_params(config: DecoderConfig) -> int:
-    """Closed form for one block: attention 4 d^2 + 4 d, two layer norms 4 d, the FFN.
-
-    With ReLU or GELU and d_ff = 4 d this is 12 d^2 + 13 d.
-    """
-    d = config.d_model
-    return 4 * d * d + 4 * d + 4 * d + feed_forward_num_params(d, config.d_ff, config.activation)
-
-
 def num_params(config: DecoderConfig) -> int:
     """Closed form for the whole model: embeddings, positions, blocks, final LN, output layer."""
+    check_config("num_params", config)
     d, vocab = config.d_model, config.vocab_size
     count = vocab * d + config.num_layers * block_num_params(config) + d * vocab + vocab
-    if config.positions:
+    if config.positions == "learned":
         count += config.max_len * d
     if config.final_ln:
         count += 2 * d
@@ -164,7 +190,12 @@ def init_params(config: DecoderConfig, rng: np.random.Generator, dtype=np.float6
     float32 and float64 models from the same seed hold the same numbers up to rounding.
     Returns {name: array} with the names and shapes of ``parameter_shapes(config)``.
     """
-    dtype = np.dtype(dtype)
+    check_config("init_params", config)
+    generator("init_params", rng)
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"init_params: dtype must be float32 or float64, got {dtype!r}") from None
     if dtype not in (np.float32, np.float64):
         raise ValueError(f"init_params: dtype must be float32 or float64, got {dtype}")
     arrays = {}
@@ -182,17 +213,21 @@ def init_params(config: DecoderConfig, rng: np.random.Generator, dtype=np.float6
 
 
 def _check_params(fn: str, params: dict, config: DecoderConfig) -> np.dtype:
+    check_config(fn, config)
+    array_dict(fn, "params", params)
     shapes = _parameter_shapes(config)
     if len(params) != len(shapes) or any(name not in params for name, _ in shapes):
         names = {name for name, _ in shapes}
         missing = sorted(names - set(params))
         extra = sorted(set(params) - names)
         raise ValueError(f"{fn}: params do not match the config: missing {missing}, extra {extra}")
-    dtype = params["tok_emb"].dtype
+    dtype = np.asarray(params["tok_emb"]).dtype
     if dtype not in (np.float32, np.float64):
         raise ValueError(f"{fn}: parameters must be float32 or float64, got {dtype}")
     for name, shape in shapes:
         p = params[name]
+        if not isinstance(p, np.ndarray):
+            raise ValueError(f"{fn}: parameter {name} must be an ndarray, got {type(p).__name__}")
         if p.shape != shape or p.dtype != dtype:
             raise ValueError(
                 f"{fn}: parameter {name} has shape {p.shape} and dtype {p.dtype}; the config "
@@ -203,6 +238,7 @@ def _check_params(fn: str, params: dict, config: DecoderConfig) -> np.dtype:
 
 def check_tokens(fn: str, name: str, tokens, config: DecoderConfig) -> np.ndarray:
     """Token ids as an integer (B, T) array inside the vocabulary and the position table."""
+    check_config(fn, config)
     tokens = np.asarray(tokens)
     if not np.issubdtype(tokens.dtype, np.integer):
         raise ValueError(f"{fn}: {name} must be integer token ids, got dtype {tokens.dtype}")
@@ -213,7 +249,7 @@ def check_tokens(fn: str, name: str, tokens, config: DecoderConfig) -> np.ndarra
             f"{fn}: {name} of shape {tokens.shape} holds ids in [{tokens.min()}, {tokens.max()}],"
             f" outside the vocabulary [0, {config.vocab_size})"
         )
-    if config.positions and tokens.shape[1] > config.max_len:
+    if config.positions == "learned" and tokens.shape[1] > config.max_len:
         raise ValueError(
             f"{fn}: {name} has shape {tokens.shape}: T = {tokens.shape[1]} exceeds the "
             f"{config.max_len} rows of the position table"
@@ -222,25 +258,6 @@ def check_tokens(fn: str, name: str, tokens, config: DecoderConfig) -> np.ndarra
 
 
 # ----------------------------------------------------------------------------- caches
-
-
-class AttentionLayerCache(NamedTuple):
-    """What the backward pass of one self-attention layer needs."""
-
-    x: np.ndarray  # (B, T, d) the layer's input
-    q: np.ndarray  # (B, h, T, d_h) views into the fused projection
-    k: np.ndarray  # (B, h, T, d_h)
-    v: np.ndarray  # (B, h, T, d_h)
-    weights: np.ndarray  # (B, h, T, T) the attention weights P
-    merged: np.ndarray  # (B, T, d) the heads' outputs side by side (input of W_o)
-    factor: float  # 1 / sqrt(d_h), or 1 without scaling
-
-
-class BlockCache(NamedTuple):
-    ln1: tuple
-    attn: AttentionLayerCache
-    ln2: tuple
-    ffn: tuple
 
 
 class DecoderCache(NamedTuple):
@@ -255,132 +272,14 @@ class DecoderCache(NamedTuple):
 
 
 @functools.lru_cache(maxsize=32)
-def _causal_bias(T: int, dtype: np.dtype) -> np.ndarray:
-    """(T, T): 0 where key j <= query i, -inf above the diagonal (added to the scores)."""
-    bias = np.zeros((T, T), dtype=dtype)
-    bias[np.triu_indices(T, 1)] = -np.inf
-    bias.flags.writeable = False
-    return bias
-
-
-# ----------------------------------------------------------------------------- attention
-
-
-def _attention_forward(x, W_qkv, b_qkv, W_o, b_o, num_heads, scale, mask):
-    B, T, d = x.shape
-    d_h = d // num_heads
-    qkv = x.reshape(B * T, d) @ W_qkv  # (B T, 3d): one BLAS call, not one per sequence
-    qkv += b_qkv
-    q, k, v = qkv.reshape(B, T, 3, num_heads, d_h).transpose(2, 0, 3, 1, 4)  # 3 x (B, h, T, d_h)
-    scores = q @ k.swapaxes(-1, -2)  # (B, h, T, T)
-    factor = 1.0 / math.sqrt(d_h) if scale else 1.0
-    if scale:
-        scores *= factor
-    if mask is None:  # causal: softmax in place
-        scores += _causal_bias(T, x.dtype)
-        scores -= _max_last(scores)  # the diagonal is never masked
-        weights = np.exp(scores, out=scores)
-        weights /= _sum_last(weights)
-    else:
-        weights = masked_softmax(scores, mask)
-    ctx = weights @ v  # (B, h, T, d_h)
-    merged = ctx.transpose(0, 2, 1, 3).reshape(B, T, d)  # (B, T, d) copy
-    out = merged.reshape(B * T, d) @ W_o  # (B T, d)
-    out += b_o
-    return out.reshape(B, T, d), AttentionLayerCache(x, q, k, v, weights, merged, factor)
-
-
-def _attention_backward(d_out, cache, W_qkv, W_o, grads, prefix):
-    x, q, k, v, P, merged, factor = cache
-    B, h, T, d_h = q.shape
-    d = h * d_h
-    N = B * T
-    g2 = d_out.reshape(N, d)  # (N, d)
-    np.matmul(merged.reshape(N, d).T, g2, out=grads[prefix + "W_o"])  # (d, d)
-    _sum_rows(g2, out=grads[prefix + "b_o"])
-    d_merged = g2 @ W_o.T  # (B T, d)
-    d_ctx = d_merged.reshape(B, T, h, d_h).transpose(0, 2, 1, 3)  # (B, h, T, d_h) view
-    d_qkv = np.empty((B, T, 3, h, d_h), dtype=x.dtype)
-    dq, dk, dv = d_qkv.transpose(2, 0, 3, 1, 4)  # 3 x (B, h, T, d_h) views
-    np.matmul(P.swapaxes(-1, -2), d_ctx, out=dv)  # dV = P^T dY
-    dZ = d_ctx @ v.swapaxes(-1, -2)  # (B, h, T, T) dP = dY V^T
-    row = _sum_last(dZ * P)  # (B, h, T, 1) rowsum(dP * P)
-    dZ -= row
-    dZ *= P  # dZ = P * (dP - rowsum(dP * P))
-    if factor != 1.0:
-        dZ *= factor
-    np.matmul(dZ, k, out=dq)  # dQ = c dZ K
-    np.matmul(dZ.swapaxes(-1, -2), q, out=dk)  # dK = c dZ^T Q
-    d_qkv = d_qkv.reshape(N, 3 * d)  # (N, 3d)
-    np.matmul(x.reshape(N, d).T, d_qkv, out=grads[prefix + "W_qkv"])  # (d, 3d)
-    _sum_rows(d_qkv, out=grads[prefix + "b_qkv"])
-    return (d_qkv @ W_qkv.T).reshape(B, T, d)  # (B, T, d)
+def _sinusoid_table(T: int, d: int, dtype: np.dtype) -> np.ndarray:
+    """(T, d) the fixed sinusoidal position table in ``dtype`` (read-only, reused)."""
+    table = sinusoidal_positions(T, d).astype(dtype)
+    table.flags.writeable = False
+    return table
 
 
 # ----------------------------------------------------------------------------- the model
-
-
-@functools.lru_cache(maxsize=64)
-def _names(config: DecoderConfig, layer: int) -> tuple:
-    q = f"block{layer}."
-    ffn = ["W_1", "b_1", "W_2", "b_2"] + (
-        ["W_gate", "b_gate"] if config.activation == "swiglu" else []
-    )
-    return q, q + "attn.", tuple((n, q + "ffn." + n) for n in ffn)
-
-
-def _block_forward(x, params, config, layer, mask):
-    q, a, ffn_names = _names(config, layer)
-    ffn = {short: params[full] for short, full in ffn_names}
-    attn_args = (params[a + "W_qkv"], params[a + "b_qkv"], params[a + "W_o"], params[a + "b_o"])
-    eps = config.ln_eps
-    if config.ln == "pre":  # x + f(LN(x))
-        h1, c_ln1 = _layer_norm(x, params[q + "ln1.gamma"], params[q + "ln1.beta"], eps)
-        x1, c_attn = _attention_forward(h1, *attn_args, config.num_heads, config.scale, mask)
-        x1 += x
-        h2, c_ln2 = _layer_norm(x1, params[q + "ln2.gamma"], params[q + "ln2.beta"], eps)
-        x2, c_ffn = _feed_forward(h2, ffn, config.activation)
-        x2 += x1
-    else:  # LN(x + f(x))
-        s1, c_attn = _attention_forward(x, *attn_args, config.num_heads, config.scale, mask)
-        s1 += x
-        x1, c_ln1 = _layer_norm(s1, params[q + "ln1.gamma"], params[q + "ln1.beta"], eps)
-        s2, c_ffn = _feed_forward(x1, ffn, config.activation)
-        s2 += x1
-        x2, c_ln2 = _layer_norm(s2, params[q + "ln2.gamma"], params[q + "ln2.beta"], eps)
-    return x2, BlockCache(c_ln1, c_attn, c_ln2, c_ffn)
-
-
-def _store_ln(grads, name, dgamma, dbeta):
-    grads[name + ".gamma"][...] = dgamma
-    grads[name + ".beta"][...] = dbeta
-
-
-def _block_backward(dx2, cache, params, config, layer, grads):
-    q, a, ffn_names = _names(config, layer)
-    c_ln1, c_attn, c_ln2, c_ffn = cache
-    W_qkv, W_o = params[a + "W_qkv"], params[a + "W_o"]
-    if config.ln == "pre":
-        dh2, g_ffn = _feed_forward_backward(dx2, c_ffn)  # x2 = x1 + f(LN2(x1))
-        dx1, dgamma, dbeta = _layer_norm_backward(dh2, c_ln2)
-        _store_ln(grads, q + "ln2", dgamma, dbeta)
-        dx1 += dx2
-        dh1 = _attention_backward(dx1, c_attn, W_qkv, W_o, grads, a)  # x1 = x + att(LN1(x))
-        dx, dgamma, dbeta = _layer_norm_backward(dh1, c_ln1)
-        _store_ln(grads, q + "ln1", dgamma, dbeta)
-        dx += dx1
-    else:
-        ds2, dgamma, dbeta = _layer_norm_backward(dx2, c_ln2)  # x2 = LN2(x1 + f(x1))
-        _store_ln(grads, q + "ln2", dgamma, dbeta)
-        dx1, g_ffn = _feed_forward_backward(ds2, c_ffn)
-        dx1 += ds2
-        ds1, dgamma, dbeta = _layer_norm_backward(dx1, c_ln1)  # x1 = LN1(x + att(x))
-        _store_ln(grads, q + "ln1", dgamma, dbeta)
-        dx = _attention_backward(ds1, c_attn, W_qkv, W_o, grads, a)
-        dx += ds1
-    for short, full in ffn_names:
-        grads[full][...] = g_ffn[short]
-    return dx
 
 
 def forward(params: dict, config: DecoderConfig, tokens, attn_mask=None):
@@ -407,16 +306,24 @@ def forward(params: dict, config: DecoderConfig, tokens, attn_mask=None):
     return logits.reshape(B, T, -1), DecoderCache(tokens, blocks, x, c_f, params, config)
 
 
+def _embed(params, config, tokens):
+    """x_0 = tok_emb[tokens] (+ the learned or sinusoidal position table): a new (B, T, d)."""
+    T = tokens.shape[1]
+    x = params["tok_emb"][tokens]  # (B, T, d) a copy
+    if config.positions == "learned":
+        x += params["pos_emb"][:T]
+    elif config.positions == "sinusoidal":
+        x += _sinusoid_table(T, config.d_model, x.dtype)
+    return x
+
+
 def _forward_blocks(params, config, tokens, attn_mask):
     """Embeddings and blocks, without the final layer norm and output layer.
 
     Returns (x_L (B, T, d), [BlockCache of each block]); every intermediate x_l is a new array
     (no block writes into its input), so callers may keep them.
     """
-    T = tokens.shape[1]
-    x = params["tok_emb"][tokens]  # (B, T, d) a copy
-    if config.positions:
-        x += params["pos_emb"][:T]
+    x = _embed(params, config, tokens)  # (B, T, d)
     blocks = []
     for layer in range(config.num_layers):
         x, c = _block_forward(x, params, config, layer, attn_mask)
@@ -436,9 +343,7 @@ def hidden_states(params: dict, config: DecoderConfig, tokens, attn_mask=None) -
     B, T = tokens.shape
     if attn_mask is not None:
         attn_mask = bool_mask(fn, attn_mask, (B, config.num_heads, T, T), "scores of shape")
-    x = params["tok_emb"][tokens]  # (B, T, d)
-    if config.positions:
-        x += params["pos_emb"][:T]
+    x = _embed(params, config, tokens)  # (B, T, d)
     states = [x]
     for layer in range(config.num_layers):
         x, _ = _block_forward(x, params, config, layer, attn_mask)
@@ -503,6 +408,10 @@ def _loss_weights(fn, logits_shape, targets, loss_mask, dtype):
 
 def masked_cross_entropy_backward(cache):
     """dL/dlogits = (softmax(logits) - onehot(targets)) * m / sum(m). Returns (B, T, V)."""
+    if not (isinstance(cache, tuple) and len(cache) == 3):
+        raise ValueError(
+            "masked_cross_entropy_backward: cache must be the one masked_cross_entropy returned"
+        )
     probs, targets, weights = cache
     B, T, V = probs.shape
     d = probs.copy()
@@ -521,6 +430,8 @@ def backward(d_logits, cache: DecoderCache) -> dict:
     parameters (same names, shapes and dtype).
     """
     fn = "backward"
+    if not isinstance(cache, DecoderCache):
+        raise ValueError(f"{fn}: cache must be the DecoderCache of forward")
     tokens, blocks, x_out, c_f, params, config = cache
     B, T = tokens.shape
     d_logits = np.asarray(d_logits)
@@ -554,7 +465,7 @@ def _backward_blocks(dx, tokens, blocks, params, config, grads):
         np.matmul(one_hot.T.astype(dx.dtype), dx.reshape(N, d), out=grads["tok_emb"])
     else:  # a one-hot matrix this large would cost more than it saves
         np.add.at(grads["tok_emb"], tokens, dx)
-    if config.positions:
+    if config.positions == "learned":
         ones_b = _ones(B, dx.dtype, False)
         np.matmul(ones_b, dx.reshape(B, T * d), out=grads["pos_emb"][:T].reshape(T * d))
     return grads
@@ -616,4 +527,6 @@ def loss(params: dict, config: DecoderConfig, tokens, targets, loss_mask, attn_m
 
 def ffn_preactivations(cache: DecoderCache) -> list:
     """The feed-forward pre-activations x W_1 + b_1 of every block, (B, T, d_ff) each."""
+    if not isinstance(cache, DecoderCache):
+        raise ValueError("ffn_preactivations: cache must be the DecoderCache of forward")
     return [block.ffn.pre for block in cache.blocks]

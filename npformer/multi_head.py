@@ -13,7 +13,16 @@ from typing import NamedTuple
 import numpy as np
 
 from npformer.attention import AttentionCache, scaled_dot_product_attention
-from npformer.validation import bool_mask, divisible, float_array, same_dtype
+from npformer.validation import (
+    array_dict,
+    bool_mask,
+    divisible,
+    flag,
+    float_array,
+    generator,
+    int_at_least,
+    same_dtype,
+)
 
 #: The parameter names of one multi-head attention layer, in the order Q, K, V, output.
 WEIGHT_NAMES = ("W_q", "W_k", "W_v", "W_o")
@@ -34,6 +43,7 @@ def split_heads(X, num_heads: int) -> np.ndarray:
     if X.ndim != 3:
         raise ValueError(f"{fn}: X must have shape (B, T, d), got shape {X.shape}")
     B, T, d = X.shape
+    num_heads = int_at_least(fn, "num_heads", num_heads)
     divisible(fn, d, num_heads)
     d_h = d // num_heads
     X = X.reshape(B, T, num_heads, d_h)  # (B, T, h, d_h)
@@ -67,8 +77,8 @@ def init_multi_head_params(d_model: int, rng: np.random.Generator, dtype=np.floa
     Returns a dict name -> array of ``dtype``.
     """
     fn = "init_multi_head_params"
-    if not isinstance(d_model, (int, np.integer)) or d_model <= 0:
-        raise ValueError(f"{fn}: d_model must be a positive integer, got {d_model!r}")
+    d_model = int_at_least(fn, "d_model", d_model)
+    generator(fn, rng)
     if not np.issubdtype(np.dtype(dtype), np.floating):
         raise ValueError(f"{fn}: dtype must be floating, got {np.dtype(dtype)}")
     std = 1.0 / math.sqrt(d_model)
@@ -94,6 +104,7 @@ class MultiHeadCache(NamedTuple):
 
 
 def _check_params(fn: str, params, d: int, dtype) -> None:
+    array_dict(fn, "params", params)
     for name, shape in [(n, (d, d)) for n in WEIGHT_NAMES] + [(n, (d,)) for n in BIAS_NAMES]:
         if name not in params:
             raise ValueError(f"{fn}: params lacks {name!r} (expected shape {shape})")
@@ -138,6 +149,8 @@ def multi_head_attention(X_q, X_kv, params, num_heads: int, mask=None, scale: bo
     same_dtype(fn, X_q=X_q, X_kv=X_kv)
     B, T, d = X_q.shape
     S = X_kv.shape[1]
+    num_heads = int_at_least(fn, "num_heads", num_heads)
+    flag(fn, "scale", scale)
     divisible(fn, d, num_heads)
     _check_params(fn, params, d, X_q.dtype)
     if mask is not None:

@@ -42,8 +42,10 @@ def pack(arrays: dict, dtype=None) -> dict:
     The views keep the names, order and shapes of ``arrays``; ``dtype`` defaults to the common
     dtype of the inputs. Returns {name: view}; ``flat_buffer`` of the result is the buffer.
     """
-    if not arrays:
-        raise ValueError("pack: got an empty dict of arrays")
+    if not isinstance(arrays, dict) or not arrays:
+        raise ValueError(
+            f"pack: arrays must be a non-empty dict name -> array, got {_describe(arrays)}"
+        )
     arrays = {name: np.asarray(a) for name, a in arrays.items()}
     if dtype is None:
         dtype = np.result_type(*arrays.values())
@@ -57,6 +59,11 @@ def pack(arrays: dict, dtype=None) -> dict:
 
 def zeros_like_packed(arrays: dict) -> dict:
     """A packed dict of zeros with the names, shapes and dtype of ``arrays`` (e.g. gradients)."""
+    if not isinstance(arrays, dict) or not arrays:
+        raise ValueError(
+            f"zeros_like_packed: arrays must be a non-empty dict name -> array, got "
+            f"{_describe(arrays)}"
+        )
     first = next(iter(arrays.values()))
     buffer = np.zeros(sum(a.size for a in arrays.values()), dtype=first.dtype)
     return _views_of(buffer, arrays)
@@ -69,6 +76,10 @@ def flat_buffer(arrays: dict):
     follow one another without gaps in dict order and together cover the whole buffer: exactly
     what ``pack`` produces. Anything else (copies, reordered dicts) gives None.
     """
+    if not isinstance(arrays, dict):
+        raise ValueError(
+            f"flat_buffer: arrays must be a dict name -> array, got {_describe(arrays)}"
+        )
     values = list(arrays.values())
     if not values:
         return None
@@ -76,6 +87,8 @@ def flat_buffer(arrays: dict):
         buffer = arrays._buffer
         if all(a is b and a.base is buffer for a, b in zip(values, arrays._views, strict=True)):
             return buffer
+    if not all(isinstance(a, np.ndarray) for a in values):
+        return None
     base = values[0].base
     if not isinstance(base, np.ndarray) or base.ndim != 1 or not base.flags.c_contiguous:
         return None
@@ -91,6 +104,24 @@ def flat_buffer(arrays: dict):
     return base
 
 
+def _describe(x) -> str:
+    if isinstance(x, np.ndarray):
+        return f"an array of dtype {x.dtype} with shape {x.shape}"
+    return f"{type(x).__name__} {x!r}"[:120]
+
+
+def _is_real(x) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(
+        x, (bool, np.bool_)
+    )
+
+
+def _positive_number(name: str, value) -> float:
+    if not _is_real(value) or not math.isfinite(value) or not value > 0:
+        raise ValueError(f"Adam: {name} must be a positive finite number, got {value!r}")
+    return float(value)
+
+
 class Adam:
     """Adam (Kingma & Ba 2014) with bias correction, updating ``params`` in place.
 
@@ -98,19 +129,33 @@ class Adam:
         m = beta1 m + (1 - beta1) g,         v = beta2 v + (1 - beta2) g^2,
         p = p - lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps).
     The operations are ordered as in ``torch.optim.Adam`` (its single-tensor path), so the two
-    agree to rounding. Keeps the parameters' dtype (float32 stays float32). When ``params`` is
-    a packed dict (see ``pack``) and so are the gradients, the update runs on the flat buffers.
+    agree to rounding. Keeps the parameters' dtype (float32 stays float32). Gradients are
+    matched to parameters by name. When ``params`` is a packed dict (see ``pack``) and so are
+    the gradients, with their names in the same order, the update runs on the flat buffers;
+    gradients packed in another order are applied name by name.
     """
 
     def __init__(self, params: dict, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8):
-        if not params:
-            raise ValueError("Adam: params is empty")
-        if not lr > 0 or not eps > 0:
-            raise ValueError(f"Adam: lr={lr} and eps={eps} must be positive")
+        if not isinstance(params, dict) or not params:
+            raise ValueError(
+                f"Adam: params must be a non-empty dict name -> array, got {_describe(params)}"
+            )
+        for name, p in params.items():
+            if not isinstance(p, np.ndarray) or not np.issubdtype(p.dtype, np.floating):
+                raise ValueError(
+                    f"Adam: parameter {name!r} must be a floating ndarray (updated in place), "
+                    f"got {_describe(p)}"
+                )
+        lr, eps = _positive_number("lr", lr), _positive_number("eps", eps)
+        if (
+            not isinstance(betas, (tuple, list))
+            or len(betas) != 2
+            or not all(_is_real(b) and 0 <= b < 1 for b in betas)
+        ):
+            raise ValueError(f"Adam: betas={betas!r} must be two numbers in [0, 1)")
         beta1, beta2 = betas
-        if not (0 <= beta1 < 1 and 0 <= beta2 < 1):
-            raise ValueError(f"Adam: betas={betas} must lie in [0, 1)")
         self.params = params
+        self._names = tuple(params)
         self.lr, self.beta1, self.beta2, self.eps = (
             float(lr),
             float(beta1),
@@ -128,13 +173,21 @@ class Adam:
             self._v = {name: np.zeros_like(p) for name, p in params.items()}
 
     def _check(self, grads: dict) -> None:
+        if not isinstance(grads, dict):
+            raise ValueError(
+                f"Adam.step: grads must be a dict name -> array, got {_describe(grads)}"
+            )
         if grads.keys() != self.params.keys():
             missing = sorted(set(self.params) - set(grads))
             extra = sorted(set(grads) - set(self.params))
             raise ValueError(f"Adam.step: gradient names differ: missing {missing}, extra {extra}")
         for name, p in self.params.items():
             g = grads[name]
-            if g.shape != p.shape or g.dtype != p.dtype:
+            if not isinstance(g, np.ndarray) or g.shape != p.shape or g.dtype != p.dtype:
+                if not isinstance(g, np.ndarray):
+                    raise ValueError(
+                        f"Adam.step: gradient {name} must be an ndarray, got {_describe(g)}"
+                    )
                 raise ValueError(
                     f"Adam.step: gradient {name} has shape {g.shape} and dtype {g.dtype}, "
                     f"the parameter has shape {p.shape} and dtype {p.dtype}"
@@ -147,11 +200,12 @@ class Adam:
         bias1 = 1.0 - self.beta1**self.t
         bias2_sqrt = math.sqrt(1.0 - self.beta2**self.t)
         step_size = self.lr / bias1
-        g_flat = flat_buffer(grads) if self._flat is not None else None
+        same_order = self._flat is not None and tuple(grads) == self._names
+        g_flat = flat_buffer(grads) if same_order else None  # the buffers line up name by name
         if g_flat is not None:
             self._update(self._flat, g_flat, self._m, self._v, step_size, bias2_sqrt, self._scratch)
         else:
-            for name, p in self.params.items():
+            for name, p in self.params.items():  # by name, whatever order the gradients come in
                 scratch = (np.empty_like(p), np.empty_like(p))
                 if self._flat is not None:  # packed params, unpacked grads
                     m, v = self._slice_state(p)

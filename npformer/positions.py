@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-from npformer.attention import masked_softmax
+from npformer.attention import masked_softmax, scaled_dot_product_attention
 from npformer.validation import attention_inputs, bool_mask, float_array, int_at_least, same_dtype
 
 
@@ -363,27 +363,12 @@ def alibi_bias(num_heads: int, T: int, S: int | None = None) -> np.ndarray:
 def attention_with_bias(Q, K, V, bias, mask=None, scale: bool = True):
     """softmax(Q K^T / sqrt(d_h) + bias) V: how T5 and ALiBi positions enter attention.
 
-    Shapes: Q (..., T, d_h), K (..., S, d_h), V (..., S, d_v); bias broadcasts to (..., T, S)
-    (for example (h, T, S) against (B, h, T, S)); mask likewise, True = may attend.
+    The attention core (``npformer.attention.scaled_dot_product_attention``) with its ``bias``
+    argument. Shapes: Q (..., T, d_h), K (..., S, d_h), V (..., S, d_v); bias broadcasts to
+    (..., T, S) (for example (h, T, S) against (B, h, T, S)); mask likewise, True = may attend.
     Returns (out (..., T, d_v), weights (..., T, S)).
     """
-    fn = "attention_with_bias"
-    Q, K, V, batch = attention_inputs(fn, Q, K, V)
-    bias = float_array(fn, "bias", bias, min_rank=2)
-    scores_shape = batch + (Q.shape[-2], K.shape[-2])
-    try:
-        full = np.broadcast_shapes(scores_shape, bias.shape)
-    except ValueError:
-        full = None
-    if full != scores_shape:
-        raise ValueError(
-            f"{fn}: bias of shape {bias.shape} does not broadcast to scores of shape {scores_shape}"
-        )
-    scores = Q @ K.swapaxes(-1, -2)  # (..., T, S)
-    if scale:
-        scores = scores * (1.0 / math.sqrt(Q.shape[-1]))
-    scores = scores + bias.astype(Q.dtype, copy=False)  # (..., T, S)
-    if mask is not None:
-        mask = bool_mask(fn, mask, scores.shape, "scores of shape")
-    weights = masked_softmax(scores, mask)  # (..., T, S)
-    return weights @ V, weights  # (..., T, d_v)
+    if bias is None:
+        raise ValueError("attention_with_bias: bias must be a float array, got None")
+    out, cache = scaled_dot_product_attention(Q, K, V, mask=mask, scale=scale, bias=bias)
+    return out, cache.weights  # (..., T, d_v), (..., T, S)

@@ -2,7 +2,9 @@
 
 Taught in chapter 02 (``chapters/02_scaling.ipynb``). The dot product of two vectors with d_k
 independent unit-variance components has variance d_k; without the 1/sqrt(d_k) the softmax
-saturates as d_k grows, and the trace of its Jacobian (the "sensitivity") collapses.
+saturates as d_k grows: most rows put nearly all their weight on one key, and those rows pass
+almost no gradient back to the scores, while a few unsaturated rows carry the rest
+(:func:`row_gradients` measures it row by row with the attention core's own backward pass).
 """
 
 from __future__ import annotations
@@ -12,8 +14,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.attention import softmax
-from npformer.validation import float_array, int_at_least
+from npformer.attention import (
+    scaled_dot_product_attention,
+    scaled_dot_product_attention_backward,
+    softmax,
+)
+from npformer.validation import attention_inputs, float_array, int_at_least, same_dtype
 
 
 def softmax_jacobian(p) -> np.ndarray:
@@ -26,6 +32,21 @@ def softmax_jacobian(p) -> np.ndarray:
     outer = p[..., :, None] * p[..., None, :]  # (..., S, S)  p_i p_j
     diag = p[..., :, None] * np.eye(p.shape[-1], dtype=p.dtype)  # (..., S, S)  p_i delta_ij
     return diag - outer
+
+
+def softmax_backward(p, dp) -> np.ndarray:
+    """Gradient on the scores from the gradient on the weights: dz = J dp, row by row.
+
+    With J = diag(p) - p p^T (see :func:`softmax_jacobian`), J dp = p * (dp - sum_j p_j dp_j),
+    computed without building J. Shapes: p (..., S), dp (..., S) -> dz (..., S).
+    """
+    fn = "softmax_backward"
+    p = float_array(fn, "p", p, min_rank=1)
+    dp = float_array(fn, "dp", dp, min_rank=1)
+    if p.shape != dp.shape:
+        raise ValueError(f"{fn}: p has shape {p.shape} but dp has shape {dp.shape}")
+    same_dtype(fn, p=p, dp=dp)
+    return p * (dp - (p * dp).sum(axis=-1, keepdims=True))  # (..., S)
 
 
 def entropy(p) -> np.ndarray:
@@ -116,3 +137,52 @@ def measure_scaling(d_k, scale: bool, seed: int, T: int = 64, repetitions: int =
     Q = rng.normal(size=(repetitions, T, d_k))  # (r, T, d_k)
     K = rng.normal(size=(repetitions, T, d_k))  # (r, S = T, d_k)
     return score_statistics(Q, K, scale)
+
+
+class RowGradients(NamedTuple):
+    """Per-row quantities of one attention call and its backward pass (see :func:`row_gradients`).
+
+    Every field has the shape (..., T) of the rows: one number per query.
+    """
+
+    max_weight: np.ndarray  # largest weight of the row
+    dZ_norm: np.ndarray  # ||dL/dz_i||: the gradient on the row's scores Z = c Q K^T
+    dQ_norm: np.ndarray  # ||dL/dq_i||: the gradient on the query, what W_Q receives via row i
+
+
+def row_gradients(Q, K, V, d_out, score_scale: float) -> RowGradients:
+    """Forward and backward of attention with scores Z = score_scale * Q K^T, summarised per row.
+
+    Calls the attention core (``scaled_dot_product_attention`` and its backward, unscaled, on
+    ``score_scale * Q``), so the gradients are the ones training would see. The gradient on the
+    scores, dZ = J dP with dP = d_out V^T, is recomputed here from the weights with
+    :func:`softmax_backward` (the core keeps it internal); the core's dQ equals
+    score_scale * dZ K (tested). With Q = X W_Q, row i adds x_i^T dq_i to the
+    gradient of W_Q, whose norm is ||x_i|| ||dq_i||.
+
+    Shapes: Q (..., T, d_k), K (..., S, d_k), V (..., S, d_v), d_out (..., T, d_v).
+    Returns a :class:`RowGradients` of (..., T) arrays.
+    """
+    fn = "row_gradients"
+    Q, K, V, _ = attention_inputs(fn, Q, K, V)
+    d_out = float_array(fn, "d_out", d_out, min_rank=2)
+    if isinstance(score_scale, bool) or not isinstance(score_scale, int | float):
+        raise ValueError(f"{fn}: score_scale must be a positive number, got {score_scale!r}")
+    if not (math.isfinite(score_scale) and score_scale > 0):
+        raise ValueError(f"{fn}: score_scale must be a positive number, got {score_scale!r}")
+    c = float(score_scale)
+    Qc = c * Q  # (..., T, d_k): the unscaled core on c Q gives Z = c Q K^T
+    out, cache = scaled_dot_product_attention(Qc, K, V, scale=False)  # (..., T, d_v)
+    if d_out.shape != out.shape:
+        raise ValueError(
+            f"{fn}: d_out has shape {d_out.shape} but the attention output has shape {out.shape}"
+        )
+    dQc, _, _ = scaled_dot_product_attention_backward(d_out, cache)  # (..., T, d_k)
+    dQ = c * dQc  # (..., T, d_k): chain rule through Qc = c Q
+    P = cache.weights  # (..., T, S)
+    dZ = softmax_backward(P, d_out @ V.swapaxes(-1, -2))  # (..., T, S)
+    return RowGradients(
+        max_weight=P.max(axis=-1),
+        dZ_norm=np.linalg.norm(dZ, axis=-1),
+        dQ_norm=np.linalg.norm(dQ, axis=-1),
+    )

@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.model import DecoderConfig, forward, init_params, loss_and_grads
+from npformer.model import DecoderConfig, forward, init_params, loss_and_grads, position_scheme
 from npformer.optim import Adam
 from npformer.tasks import (
     TASKS,
@@ -44,7 +44,9 @@ class TrainConfig:
     """One training run: the task, the model, the optimizer. Defaults are the source's run.
 
     ``d_ff`` of None means 4 d_model. ``ln`` is "pre" or "post"; ``scale`` divides scores by
-    sqrt(d_h); ``positions=False`` drops the learned position table; ``prompt_attention``
+    sqrt(d_h); ``positions`` picks the position scheme of ``npformer.model.POSITION_SCHEMES``
+    ("learned", "sinusoidal", "rope", "alibi", "none"; True and False mean "learned" and "none",
+    so ``positions=False`` drops the learned position table); ``prompt_attention``
     "bidirectional" lets the prompt symbols attend to each other both ways.
     """
 
@@ -60,7 +62,7 @@ class TrainConfig:
     d_ff: int | None = None
     ln: str = "pre"
     scale: bool = True
-    positions: bool = True
+    positions: bool | str = True
     prompt_attention: str = "causal"
     dtype: str = "float32"
 
@@ -93,6 +95,10 @@ class TrainConfig:
             )
         if self.dtype not in ("float32", "float64"):
             raise ValueError(f"{fn}: dtype must be 'float32' or 'float64', got {self.dtype!r}")
+        if isinstance(self.positions, str):  # a PositionScheme: false only for "none"
+            object.__setattr__(self, "positions", position_scheme(fn, self.positions))
+        else:
+            position_scheme(fn, self.positions)
         # the model validates the rest (ln placement) when it is built
         self.model_config()
 

@@ -76,7 +76,8 @@ def attention_inputs(func: str, Q, K, V):
     """Validate Q (..., T, d_h), K (..., S, d_h), V (..., S, d_v) for an attention function.
 
     Checks: floating arrays of rank >= 2 sharing one dtype; Q and K share their last axis; K and
-    V agree on all but their last axis; at least one key; the leading axes of Q and K broadcast.
+    V agree on all but their last axis; width d_h >= 1; at least one key; the leading axes of Q
+    and K broadcast.
     Returns (Q, K, V, batch) where ``batch`` is the broadcast shape of the leading axes.
     """
     Q = float_array(func, "Q", Q, min_rank=2)
@@ -93,6 +94,11 @@ def attention_inputs(func: str, Q, K, V):
             f"{func}: K has shape {K.shape} and V has shape {V.shape}: all but their last axes "
             f"(..., S) must match"
         )
+    if Q.shape[-1] == 0:
+        raise ValueError(
+            f"{func}: Q has shape {Q.shape} and K has shape {K.shape}: queries and keys of width "
+            f"d_h = 0 have no scores to compare (d_h >= 1)"
+        )
     if K.shape[-2] == 0:
         raise ValueError(f"{func}: K has shape {K.shape}: there must be at least one key (S >= 1)")
     try:
@@ -102,3 +108,50 @@ def attention_inputs(func: str, Q, K, V):
             f"{func}: the leading axes of Q {Q.shape} and K {K.shape} do not broadcast"
         ) from None
     return Q, K, V, batch
+
+
+def flag(func: str, name: str, value) -> bool:
+    """Return ``value`` as a bool if it is True or False (NumPy's too), or raise ValueError."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{func}: {name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def positive_number(func: str, name: str, value) -> float:
+    """Return ``value`` as a float if it is a finite real number > 0 (bools refused)."""
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )
+    if not ok or not np.isfinite(value) or not value > 0:
+        raise ValueError(f"{func}: {name} must be a positive finite number, got {value!r}")
+    return float(value)
+
+
+def generator(func: str, rng) -> np.random.Generator:
+    """Return ``rng`` if it is a ``numpy.random.Generator``, or raise ValueError."""
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(
+            f"{func}: rng must be a numpy.random.Generator (np.random.default_rng(seed)), "
+            f"got {type(rng).__name__}"
+        )
+    return rng
+
+
+def array_dict(func: str, name: str, value) -> dict:
+    """Return ``value`` if it is a dict (name -> array), or raise ValueError."""
+    if not isinstance(value, dict):
+        raise ValueError(f"{func}: {name} must be a dict name -> array, got {type(value).__name__}")
+    return value
+
+
+def axis_of(func: str, axis, ndim: int, shape) -> int:
+    """Return ``axis`` as an int in [-ndim, ndim), or raise ValueError (floats, bools refused)."""
+    if isinstance(axis, (bool, np.bool_)):
+        raise ValueError(f"{func}: axis must be an integer, got {axis!r}")
+    try:
+        axis = operator.index(axis)
+    except TypeError:
+        raise ValueError(f"{func}: axis must be an integer, got {axis!r}") from None
+    if not -ndim <= axis < ndim:
+        raise ValueError(f"{func}: axis {axis} is out of range for shape {shape}")
+    return axis

@@ -373,3 +373,135 @@ def test_property_causal_outputs_ignore_future_keys_and_values(T, d_h, t, seed):
     out2, _ = scaled_dot_product_attention(Q, K2, V2, mask=causal(T, T))
     np.testing.assert_array_equal(out2[:, :t], out[:, :t])
     assert not np.allclose(out2[:, t:], out[:, t:])
+
+
+# ----------------------------------------------------------------------------- score bias, causal
+
+
+def _numeric_grad(f, x, eps=1e-6):
+    from npformer.gradcheck import central_difference
+
+    flat = x.reshape(-1)
+    return np.array([central_difference(f, flat, i, eps)[0] for i in range(flat.size)]).reshape(
+        x.shape
+    )
+
+
+@pytest.mark.parametrize("bias_shape", [(2, 3, 4, 5), (3, 4, 5), (3, 1, 5), (4, 5), (1, 5)])
+@pytest.mark.parametrize("masked", [False, True])
+def test_bias_gradients_match_central_differences(bias_shape, masked):
+    from npformer.attention import scaled_dot_product_attention_backward
+
+    rng = np.random.default_rng(21)
+    Q, K, V = (
+        rng.normal(size=(2, 3, 4, 6)),
+        rng.normal(size=(2, 3, 5, 6)),
+        rng.normal(size=(2, 3, 5, 2)),
+    )
+    bias = rng.normal(size=bias_shape)
+    mask = np.tril(np.ones((4, 5), dtype=bool), 1) if masked else None
+    out, cache = scaled_dot_product_attention(Q, K, V, mask=mask, bias=bias)
+    w = rng.normal(size=out.shape)
+    f = lambda: float(np.sum(w * scaled_dot_product_attention(Q, K, V, mask=mask, bias=bias)[0]))
+    dQ, dK, dV, dB = scaled_dot_product_attention_backward(w, cache, bias_grad=True)
+    assert dB.shape == bias.shape
+    for analytic, x in ((dQ, Q), (dK, K), (dV, V), (dB, bias)):
+        np.testing.assert_allclose(analytic, _numeric_grad(f, x), rtol=1e-5, atol=1e-8)
+    # without the flag the same three gradients come back, and only three
+    assert all(
+        np.array_equal(a, b)
+        for a, b in zip(scaled_dot_product_attention_backward(w, cache), (dQ, dK, dV), strict=True)
+    )
+
+
+def test_bias_enters_after_the_scale_and_before_the_mask():
+    rng = np.random.default_rng(22)
+    Q, K, V = rng.normal(size=(3, 4, 8)), rng.normal(size=(3, 6, 8)), rng.normal(size=(3, 6, 5))
+    bias = rng.normal(size=(4, 6))
+    mask = rng.random((3, 4, 6)) < 0.7
+    mask[..., 0] = True
+    out, cache = scaled_dot_product_attention(Q, K, V, mask=mask, bias=bias)
+    scores = Q @ K.swapaxes(-1, -2) / math.sqrt(8) + bias
+    expected = masked_softmax(scores, mask)
+    np.testing.assert_allclose(cache.weights, expected, rtol=0, atol=1e-15)
+    np.testing.assert_allclose(out, expected @ V, rtol=0, atol=1e-14)
+    assert np.all(cache.weights[~np.broadcast_to(mask, cache.weights.shape)] == 0)
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_no_bias_and_a_zero_bias_give_the_same_numbers_as_the_plain_path(masked):
+    """bias=None is the old path, bit for bit; a zero bias adds exact zeros."""
+    rng = np.random.default_rng(23)
+    Q, K, V = rng.normal(size=(2, 5, 4)), rng.normal(size=(2, 7, 4)), rng.normal(size=(2, 7, 3))
+    mask = np.tril(np.ones((5, 7), dtype=bool), 2) if masked else None
+    plain = masked_softmax(Q @ K.swapaxes(-1, -2) * (1.0 / math.sqrt(4)), mask)
+    out0, c0 = scaled_dot_product_attention(Q, K, V, mask)
+    out1, c1 = scaled_dot_product_attention(Q, K, V, mask, bias=np.zeros((5, 7)))
+    assert np.array_equal(c0.weights, plain) and np.array_equal(out0, plain @ V)
+    assert np.array_equal(c1.weights, c0.weights) and np.array_equal(out1, out0)
+    assert c0.bias_shape is None and c1.bias_shape == (5, 7)
+
+
+@pytest.mark.parametrize("T, S", [(5, 5), (3, 7), (1, 4)])
+@pytest.mark.parametrize("with_bias", [False, True])
+def test_causal_fast_path_equals_the_causal_mask(T, S, with_bias):
+    from npformer.attention import scaled_dot_product_attention_backward
+    from npformer.masks import causal_mask
+
+    rng = np.random.default_rng(24)
+    Q, K, V = (
+        rng.normal(size=(2, 3, T, 4)),
+        rng.normal(size=(2, 3, S, 4)),
+        rng.normal(size=(2, 3, S, 4)),
+    )
+    bias = rng.normal(size=(3, T, S)) if with_bias else None
+    out, cache = scaled_dot_product_attention(Q, K, V, bias=bias, causal=True)
+    ref, ref_cache = scaled_dot_product_attention(Q, K, V, causal_mask(T, S), bias=bias)
+    np.testing.assert_allclose(out, ref, rtol=0, atol=1e-14)
+    np.testing.assert_allclose(cache.weights, ref_cache.weights, rtol=0, atol=1e-15)
+    assert np.all(cache.weights[..., ~causal_mask(T, S)] == 0)
+    d_out = rng.normal(size=out.shape)
+    for g, r in zip(
+        scaled_dot_product_attention_backward(d_out, cache),
+        scaled_dot_product_attention_backward(d_out, ref_cache),
+        strict=True,
+    ):
+        np.testing.assert_allclose(g, r, rtol=0, atol=1e-13)
+    # causal combined with a padding mask: the AND of both
+    pad = np.ones((2, 1, 1, S), dtype=bool)
+    pad[0, ..., 0] = False
+    both, _ = scaled_dot_product_attention(Q, K, V, pad, causal=True)
+    ref_both, _ = scaled_dot_product_attention(Q, K, V, pad & causal_mask(T, S))
+    np.testing.assert_allclose(both, ref_both, rtol=0, atol=1e-14)
+
+
+def test_bias_and_causal_bad_inputs():
+    from npformer.attention import scaled_dot_product_attention_backward
+
+    rng = np.random.default_rng(25)
+    Q, K, V = rng.normal(size=(2, 4, 3)), rng.normal(size=(2, 5, 3)), rng.normal(size=(2, 5, 3))
+    with pytest.raises(
+        ValueError, match=r"bias of shape \(4, 4\) does not broadcast .*\(2, 4, 5\)"
+    ):
+        scaled_dot_product_attention(Q, K, V, bias=np.zeros((4, 4)))
+    with pytest.raises(ValueError, match=r"bias of shape \(3, 2, 4, 5\) does not broadcast"):
+        scaled_dot_product_attention(Q, K, V, bias=np.zeros((3, 2, 4, 5)))  # adds an axis
+    with pytest.raises(ValueError, match=r"bias must be a floating array, got dtype int64"):
+        scaled_dot_product_attention(Q, K, V, bias=np.zeros((4, 5), dtype=np.int64))
+    with pytest.raises(ValueError, match=r"bias must be a floating array, got dtype object"):
+        scaled_dot_product_attention(Q, K, V, bias=[None])
+    with pytest.raises(ValueError, match=r"causal=True needs at least as many keys"):
+        scaled_dot_product_attention(K, Q, V[:, :4], causal=True)
+    with pytest.raises(ValueError, match=r"causal must be True or False, got 1"):
+        scaled_dot_product_attention(Q, K, V, causal=1)
+    with pytest.raises(ValueError, match=r"scale must be True or False, got 0.5"):
+        scaled_dot_product_attention(Q, K, V, scale=0.5)
+    with pytest.raises(ValueError, match=r"width d_h = 0"):
+        scaled_dot_product_attention(Q[..., :0], K[..., :0], V)
+    out, cache = scaled_dot_product_attention(Q, K, V)
+    with pytest.raises(ValueError, match=r"bias_grad=True, but the forward pass had no bias"):
+        scaled_dot_product_attention_backward(out, cache, bias_grad=True)
+    with pytest.raises(ValueError, match=r"cache must be the AttentionCache"):
+        scaled_dot_product_attention_backward(out, tuple(cache))
+    with pytest.raises(ValueError, match=r"d_out must be a floating array"):
+        scaled_dot_product_attention_backward(None, cache)

@@ -193,7 +193,7 @@ def test_feed_forward_bad_inputs():
     _, cache = feed_forward(np.ones((2, 4)), params)
     with pytest.raises(ValueError, match=r"\(2, 3\).*\(2, 4\)"):
         feed_forward_backward(np.zeros((2, 3)), cache)
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(ValueError, match="d_model must be an integer >= 1, got 0"):
         init_feed_forward_params(0, 8, rng)
 
 

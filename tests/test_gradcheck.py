@@ -32,7 +32,7 @@ def test_central_difference_restores_and_is_second_order():
     assert plus == pytest.approx(np.sin(0.3) + np.sin(-1.2 + 1e-3))
     with pytest.raises(ValueError, match="float64.*float32.*\\(2,\\)"):
         central_difference(f, x.astype(np.float32), 0, 1e-3)
-    with pytest.raises(ValueError, match="eps must be positive"):
+    with pytest.raises(ValueError, match="eps must be a positive finite number, got 0.0"):
         central_difference(f, x, 0, 0.0)
 
 

@@ -262,3 +262,17 @@ def test_attention_rejects_a_mask_that_does_not_broadcast():
         scaled_dot_product_attention(Q, K, V, mask=causal_mask(4))
     with pytest.raises(ValueError, match=r"mask of shape \(3, 1, 5\) does not .*\(2, 4, 5\)"):
         scaled_dot_product_attention(Q, K, V, mask=np.ones((3, 1, 5), dtype=bool))
+
+
+def test_mask_diagram_numbers_are_the_ones_its_caption_quotes():
+    """Chapter 03's figure caption quotes the zeroed rows' sums 0.78, 0.60, 0.98, 1.00."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / "draw_mask_diagram.py"
+    spec = importlib.util.spec_from_file_location("draw_mask_diagram", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    m = module.matrices()
+    assert [round(float(s), 2) for s in m["after"].sum(axis=1)] == [0.78, 0.60, 0.98, 1.00]
+    np.testing.assert_allclose(m["before"].sum(axis=1), 1, atol=1e-15)

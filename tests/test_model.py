@@ -249,13 +249,60 @@ def test_adam_matches_torch(packed, dtype):
         np.testing.assert_allclose(p, t.detach().numpy(), atol=tol)
 
 
+@pytest.mark.parametrize("shapes", [((3,), (3,)), ((2, 3), (5,)), ((4,), (2, 2))])
+def test_adam_aligns_packed_gradients_by_name(shapes):
+    """Gradients packed in another order than the parameters go to the parameter of their name:
+    the same result as unpacked dicts, step after step (the flat buffers are NOT paired by
+    position, which would swap the two updates)."""
+    rng = np.random.default_rng(40)
+    arrays = {"a": rng.normal(size=shapes[0]), "b": rng.normal(size=shapes[1])}
+    packed = pack(arrays)
+    plain = {n: a.copy() for n, a in arrays.items()}
+    opt_packed, opt_plain = Adam(packed, lr=0.1), Adam(plain, lr=0.1)
+    for _ in range(3):
+        g = {"b": rng.normal(size=shapes[1]), "a": rng.normal(size=shapes[0])}  # reversed order
+        reordered = pack(g)
+        assert flat_buffer(reordered) is not None and list(reordered) == ["b", "a"]
+        opt_packed.step(reordered)
+        opt_plain.step(g)
+        for name in arrays:
+            np.testing.assert_array_equal(packed[name], plain[name])
+    assert flat_buffer(packed) is not None  # the parameters stay packed, updated in place
+    # and the packed fast path, same order, gives the same numbers as the name-by-name loop
+    p1, p2 = pack(arrays), pack(arrays)
+    o1, o2 = Adam(p1, lr=0.1), Adam(p2, lr=0.1)
+    g = pack({"a": rng.normal(size=shapes[0]), "b": rng.normal(size=shapes[1])})
+    o1.step(g)
+    o2.step(dict(g))  # a plain dict: not a flat buffer, so the loop runs
+    assert all(np.array_equal(p1[n], p2[n]) for n in arrays)
+
+
 def test_adam_bad_inputs():
     params = pack({"a": np.zeros(3)})
     with pytest.raises(ValueError, match="lr"):
         Adam(params, lr=0)
     with pytest.raises(ValueError, match="betas"):
         Adam(params, betas=(1.0, 0.9))
+    for bad in (None, [], {}, [np.zeros(3)]):
+        with pytest.raises(ValueError, match="params must be a non-empty dict"):
+            Adam(bad)
+    with pytest.raises(ValueError, match=r"parameter 'a' must be a floating ndarray.*list"):
+        Adam({"a": [0.0, 1.0]})
+    with pytest.raises(ValueError, match=r"parameter 'a' must be a floating ndarray.*int64"):
+        Adam({"a": np.zeros(3, dtype=np.int64)})
+    for lr in (None, True, "0.1", float("nan"), float("inf"), -1.0):
+        with pytest.raises(ValueError, match="lr must be a positive finite number"):
+            Adam(params, lr=lr)
+    with pytest.raises(ValueError, match="eps must be a positive finite number"):
+        Adam(params, eps=None)
+    for betas in (None, 0.9, (0.9,), (0.9, None), (True, 0.9), (0.9, 0.999, 0.1)):
+        with pytest.raises(ValueError, match="betas=.* must be two numbers in"):
+            Adam(params, betas=betas)
     opt = Adam(params)
+    with pytest.raises(ValueError, match="grads must be a dict"):
+        opt.step(None)
+    with pytest.raises(ValueError, match="gradient a must be an ndarray, got list"):
+        opt.step({"a": [0.0, 0.0, 0.0]})
     with pytest.raises(ValueError, match=r"missing \['a'\], extra \['b'\]"):
         opt.step({"b": np.zeros(3)})
     with pytest.raises(ValueError, match=r"shape \(4,\).*shape \(3,\)"):
@@ -383,3 +430,144 @@ def test_hidden_states_are_the_residual_stream():
     np.testing.assert_allclose(logits, M.forward(params, config, tokens)[0], atol=1e-12)
     with pytest.raises(ValueError, match=r"hidden_states: mask of shape \(3, 3\)"):
         M.hidden_states(params, config, tokens, np.ones((3, 3), dtype=bool))
+
+
+# ----------------------------------------------------------------------------- position schemes
+
+SCHEMES = ("learned", "sinusoidal", "rope", "alibi", "none")
+
+
+@pytest.mark.parametrize(
+    "positions, ln", [(s, "pre") for s in SCHEMES] + [("rope", "post"), ("alibi", "post")]
+)
+def test_gradient_check_every_position_scheme(positions, ln):
+    rng = np.random.default_rng(31)
+    config = M.DecoderConfig(**TINY, ln=ln, positions=positions)
+    grads = check_all_coordinates(config, perturbed_params(config, rng), *tiny_batch(rng))
+    assert ("pos_emb" in grads) == (positions == "learned")
+
+
+def test_gradient_check_position_schemes_with_an_explicit_mask():
+    """RoPE and ALiBi through the masked (non-causal-fast-path) branch of the core."""
+    rng = np.random.default_rng(32)
+    mask = np.tril(np.ones((5, 5), dtype=bool))
+    mask[:2, :2] = True  # a bidirectional prompt of two tokens
+    for positions in ("rope", "alibi"):  # each f is used before the loop moves on
+        config = M.DecoderConfig(**TINY, positions=positions)
+        params = perturbed_params(config, rng)
+        tokens, targets, loss_mask = tiny_batch(rng)
+        _, grads = M.loss_and_grads(params, config, tokens, targets, loss_mask, mask)
+        f = lambda: M.loss(params, config, tokens, targets, loss_mask, mask)  # noqa: B023
+        for name in ("block0.attn.W_qkv", "block1.attn.b_qkv", "tok_emb"):
+            flat, g = params[name].reshape(-1), grads[name].reshape(-1)
+            for i in range(0, flat.size, 3):
+                numeric = central_difference(f, flat, i, 1e-6)[0]
+                assert abs(numeric - g[i]) <= 1e-5 * abs(g[i]) + 1e-8, (positions, name, i)
+
+
+def reference_logits(params, config, tokens):
+    """The pre-LN decoder written again from the public functions of the package, one per step."""
+    from npformer.attention import scaled_dot_product_attention
+    from npformer.block import feed_forward, layer_norm
+    from npformer.masks import causal_mask
+    from npformer.multi_head import merge_heads, split_heads
+    from npformer.positions import alibi_bias, apply_rope, sinusoidal_positions
+
+    B, T = tokens.shape
+    d, h = config.d_model, config.num_heads
+    x = params["tok_emb"][tokens]
+    if config.positions == "learned":
+        x = x + params["pos_emb"][:T]
+    elif config.positions == "sinusoidal":
+        x = x + sinusoidal_positions(T, d)
+    for layer in range(config.num_layers):
+        q = f"block{layer}."
+        n1 = layer_norm(x, params[q + "ln1.gamma"], params[q + "ln1.beta"])[0]
+        qkv = n1 @ params[q + "attn.W_qkv"] + params[q + "attn.b_qkv"]
+        Q, K, V = (split_heads(qkv[..., i * d : (i + 1) * d], h) for i in range(3))
+        if config.positions == "rope":
+            Q, K = apply_rope(Q), apply_rope(K)
+        bias = alibi_bias(h, T) if config.positions == "alibi" else None
+        ctx = scaled_dot_product_attention(Q, K, V, causal_mask(T), bias=bias)[0]
+        x = x + merge_heads(ctx) @ params[q + "attn.W_o"] + params[q + "attn.b_o"]
+        n2 = layer_norm(x, params[q + "ln2.gamma"], params[q + "ln2.beta"])[0]
+        ffn = {n: params[q + "ffn." + n] for n in ("W_1", "b_1", "W_2", "b_2")}
+        x = x + feed_forward(n2, ffn)[0]
+    x = layer_norm(x, params["ln_f.gamma"], params["ln_f.beta"])[0]
+    return x @ params["W_out"] + params["b_out"]
+
+
+@pytest.mark.parametrize("positions", SCHEMES)
+def test_every_scheme_matches_a_composition_of_the_public_functions(positions):
+    config = M.DecoderConfig(**TINY, positions=positions)
+    rng = np.random.default_rng(33)
+    params = perturbed_params(config, rng)
+    tokens = rng.integers(0, 7, size=(3, 6))
+    logits, _ = M.forward(params, config, tokens)
+    np.testing.assert_allclose(logits, reference_logits(params, config, tokens), atol=1e-12)
+
+
+def test_position_schemes_differ_and_only_learned_is_bounded_by_max_len():
+    rng = np.random.default_rng(34)
+    tokens = rng.integers(0, 7, size=(2, 6))
+    outputs = {}
+    for positions in SCHEMES:
+        config = M.DecoderConfig(**TINY, positions=positions)
+        params = M.init_params(config, np.random.default_rng(0))
+        outputs[positions] = M.forward(params, config, tokens)[0]
+        if positions != "learned":  # past the max_len = 6 rows, as far as we like
+            long = rng.integers(0, 7, size=(2, 24))
+            logits, _ = M.forward(params, config, long)
+            assert logits.shape == (2, 24, 7) and np.isfinite(logits).all()
+            states = M.hidden_states(params, config, long)
+            np.testing.assert_allclose(
+                M.forward(params, config, long[:, :6])[0], logits[:, :6], atol=1e-12
+            )
+            assert len(states) == config.num_layers + 1
+    names = list(outputs)
+    for i, a in enumerate(names):  # each scheme changes the function (the same token weights)
+        for b in names[i + 1 :]:
+            assert not np.allclose(outputs[a], outputs[b]), (a, b)
+
+
+def test_position_scheme_config():
+    assert M.DecoderConfig(**TINY).positions == "learned"
+    assert M.DecoderConfig(**TINY, positions=True) == M.DecoderConfig(**TINY)
+    none = M.DecoderConfig(**TINY, positions=False)
+    assert none.positions == "none" and not none.positions
+    assert none == M.DecoderConfig(**TINY, positions="none")
+    for positions in ("sinusoidal", "rope", "alibi"):
+        config = M.DecoderConfig(**TINY, positions=positions)
+        assert config.positions  # has position information, but no parameters for it
+        assert "pos_emb" not in M.parameter_shapes(config)
+        assert M.num_params(config) == M.num_params(none)
+        params = M.init_params(config, np.random.default_rng(0))
+        assert sum(p.size for p in params.values()) == M.num_params(config)
+    with pytest.raises(ValueError, match=r"positions must be one of .*got 'absolute'"):
+        M.DecoderConfig(**TINY, positions="absolute")
+    with pytest.raises(ValueError, match=r"positions must be one of .*got None"):
+        M.DecoderConfig(**TINY, positions=None)
+    with pytest.raises(ValueError, match=r"'sinusoidal' needs an even d_model"):
+        M.DecoderConfig(7, 9, 1, 1, 16, 6, positions="sinusoidal")
+    with pytest.raises(ValueError, match=r"'rope' needs an even d_head.*d_head=3"):
+        M.DecoderConfig(7, 6, 2, 1, 16, 6, positions="rope")
+    M.DecoderConfig(7, 6, 2, 1, 16, 6, positions="alibi")  # odd widths are fine elsewhere
+
+
+def test_rope_scores_depend_on_relative_position_only():
+    """Shifting every query and key position by the same offset leaves a RoPE model unchanged
+    only through relative distances: the logits at a position do not depend on where the
+    sequence started (no absolute position enters anywhere)."""
+    rng = np.random.default_rng(35)
+    tokens = rng.integers(0, 7, size=(2, 5))
+    for positions, invariant in (("rope", True), ("alibi", True), ("learned", False)):
+        config = M.DecoderConfig(**TINY, positions=positions)
+        params = perturbed_params(config, rng)
+        logits = M.forward(params, config, tokens)[0]
+        # prefix a token the queries cannot see past: attention to it is killed by a mask
+        padded = np.concatenate([np.zeros((2, 1), dtype=int), tokens], axis=1)  # (2, 6)
+        mask = np.tril(np.ones((6, 6), dtype=bool))
+        mask[:, 0] = False
+        mask[0, 0] = True
+        shifted = M.forward(params, config, padded, mask)[0][:, 1:]
+        assert np.allclose(shifted, logits, atol=1e-12) == invariant, positions

@@ -209,7 +209,7 @@ def test_split_heads_rejects_bad_inputs():
         split_heads(np.zeros((3, 8)), 2)
     with pytest.raises(ValueError, match="d_model=8 must be a positive multiple of num_heads=3"):
         split_heads(X, 3)
-    with pytest.raises(ValueError, match="d_model=8 must be a positive multiple of num_heads=0"):
+    with pytest.raises(ValueError, match="num_heads must be an integer >= 1, got 0"):
         split_heads(X, 0)
     with pytest.raises(ValueError, match=r"dtype int64 with shape \(2, 3, 8\)"):
         split_heads(np.zeros((2, 3, 8), dtype=np.int64), 2)
@@ -222,7 +222,7 @@ def test_merge_heads_rejects_bad_rank():
 
 def test_init_rejects_bad_width_and_dtype():
     rng = np.random.default_rng(0)
-    with pytest.raises(ValueError, match="d_model must be a positive integer, got 0"):
+    with pytest.raises(ValueError, match="d_model must be an integer >= 1, got 0"):
         init_multi_head_params(0, rng)
     with pytest.raises(ValueError, match="dtype must be floating, got int32"):
         init_multi_head_params(4, rng, dtype=np.int32)

@@ -179,3 +179,73 @@ def test_score_statistics_broadcasts_leading_axes():
 def test_score_statistics_rejects_bad_shapes(Q_shape, K_shape, match):
     with pytest.raises(ValueError, match=match):
         score_statistics(np.ones(Q_shape), np.ones(K_shape), True)
+
+
+@given(lead=shapes, S=widths, seed=seeds, temperature=temperatures)
+def test_softmax_backward_is_the_jacobian_times_dp(lead, S, seed, temperature):
+    from npformer.scaling import softmax_backward
+
+    p = random_weights(lead, S, seed, temperature)
+    dp = np.random.default_rng(seed + 1).normal(size=p.shape)
+    dz = softmax_backward(p, dp)
+    np.testing.assert_allclose(dz, (softmax_jacobian(p) @ dp[..., None])[..., 0], atol=1e-14)
+    np.testing.assert_allclose(dz.sum(axis=-1), 0, atol=1e-14)
+
+
+def test_softmax_backward_rejects_bad_inputs():
+    from npformer.scaling import softmax_backward
+
+    with pytest.raises(ValueError, match=r"softmax_backward: p has shape \(3,\) but dp"):
+        softmax_backward(np.ones(3) / 3, np.ones(4))
+    with pytest.raises(ValueError, match="softmax_backward"):
+        softmax_backward(np.ones(3, np.float32) / 3, np.ones(3))
+
+
+@pytest.mark.parametrize("score_scale", [1.0, 0.25, 1 / 64])
+def test_row_gradients_agree_with_the_attention_core_and_differences(score_scale):
+    from npformer.attention import (
+        scaled_dot_product_attention,
+        scaled_dot_product_attention_backward,
+    )
+    from npformer.scaling import row_gradients
+
+    rng = np.random.default_rng(5)
+    Q, K = rng.normal(size=(2, 2, 5, 4))
+    V, d_out = rng.normal(size=(2, 2, 5, 3))
+    g = row_gradients(Q, K, V, d_out, score_scale)
+    assert g.max_weight.shape == g.dZ_norm.shape == g.dQ_norm.shape == (2, 5)
+
+    def loss(Q_):
+        out, _ = scaled_dot_product_attention(score_scale * Q_, K, V, scale=False)
+        return float((out * d_out).sum())
+
+    eps = 1e-6
+    dQ = np.zeros_like(Q)
+    for idx in np.ndindex(Q.shape):
+        step = np.zeros_like(Q)
+        step[idx] = eps
+        dQ[idx] = (loss(Q + step) - loss(Q - step)) / (2 * eps)
+    np.testing.assert_allclose(g.dQ_norm, np.linalg.norm(dQ, axis=-1), rtol=1e-6)
+    # dZ: the core's dQ is score_scale * dZ K, so ||dZ|| must reproduce it through K
+    out, cache = scaled_dot_product_attention(score_scale * Q, K, V, scale=False)
+    dQc, _, _ = scaled_dot_product_attention_backward(d_out, cache)
+    dP = d_out @ V.swapaxes(-1, -2)
+    P = cache.weights
+    dZ = P * (dP - (dP * P).sum(axis=-1, keepdims=True))
+    np.testing.assert_allclose(dQc, dZ @ K, atol=1e-12)
+    np.testing.assert_allclose(g.dZ_norm, np.linalg.norm(dZ, axis=-1), rtol=1e-12)
+    np.testing.assert_allclose(g.max_weight, P.max(axis=-1), rtol=0)
+
+
+def test_row_gradients_rejects_bad_inputs():
+    from npformer.scaling import row_gradients
+
+    Q = K = V = np.zeros((4, 3))
+    with pytest.raises(ValueError, match="row_gradients: score_scale must be a positive number"):
+        row_gradients(Q, K, V, np.zeros((4, 3)), 0.0)
+    with pytest.raises(ValueError, match="score_scale"):
+        row_gradients(Q, K, V, np.zeros((4, 3)), True)
+    with pytest.raises(ValueError, match=r"d_out has shape \(4, 2\)"):
+        row_gradients(Q, K, V, np.zeros((4, 2)), 1.0)
+    with pytest.raises(ValueError, match="row_gradients: Q has shape"):
+        row_gradients(np.zeros((4, 2)), K, V, np.zeros((4, 3)), 1.0)

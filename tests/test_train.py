@@ -177,3 +177,18 @@ def test_train_and_evaluate_check_their_inputs():
         train({"task": "copy"})
     with pytest.raises(ValueError, match=r"prompts must have shape \(n, 6\), got \(4, 5\)"):
         evaluate({}, TrainConfig(), prompts=np.zeros((4, 5), dtype=int))
+
+
+@pytest.mark.parametrize("positions", ["learned", "sinusoidal", "rope", "alibi", "none"])
+def test_a_run_picks_its_position_scheme(positions):
+    config = TrainConfig(length=4, d_model=16, num_heads=2, num_layers=1, steps=60, lr=1e-2,
+                         positions=positions)  # fmt: skip
+    assert config.model_config().positions == positions
+    assert bool(config.positions) == (positions != "none")
+    result = train(config)
+    assert ("pos_emb" in result.params) == (positions == "learned")
+    assert result.losses[-10:].mean() < result.losses[:10].mean()  # it learns something
+    assert TrainConfig(positions=True).model_config().positions == "learned"
+    assert TrainConfig(positions=False).model_config().positions == "none"
+    with pytest.raises(ValueError, match="positions must be one of"):
+        TrainConfig(positions="relative")

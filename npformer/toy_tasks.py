@@ -1,0 +1,327 @@
+"""Look-back tasks with a known solution, and the one-layer attention model trained on them.
+
+Taught in chapter 01 (``chapters/01_attention.ipynb``: one head learns to read the token k
+positions back) and chapter 04 (``chapters/04_multi_head.ipynb``: a task that needs two such
+look-ups at once, which one head cannot do and two heads can).
+
+The task. A sequence of ``seq_len`` random tokens from ``vocab_size`` symbols is read as a
+circle; at every position i the model must output, for each offset k in ``offsets``, the token
+at position (i - k) mod seq_len. The solution is known: attend from i to i - k and copy.
+
+The model. Each token enters as its one-hot symbol next to its one-hot position,
+x_i = [onehot(token_i), onehot(i)] of width d_in = vocab_size + seq_len (chapter 05 gives
+positions properly; here they are plain coordinates). One multi-head attention layer with
+learned W_q, W_k, W_v of shape (d_in, d_model), split into ``num_heads`` heads, and a readout
+W_o of shape (d_model, len(offsets) * vocab_size) gives one set of logits per offset:
+
+    Q, K, V = X W_q, X W_k, X W_v;   Y = merge(attention(split(Q), split(K), split(V)));
+    logits = Y W_o  -> (B, T, len(offsets), vocab_size).
+
+The forward and backward pass call the attention core (``npformer.attention``) and the
+head split/merge of ``npformer.multi_head``; training uses ``npformer.optim.Adam``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import NamedTuple
+
+import numpy as np
+
+from npformer.attention import (
+    AttentionCache,
+    scaled_dot_product_attention,
+    scaled_dot_product_attention_backward,
+)
+from npformer.multi_head import merge_heads, split_heads
+from npformer.optim import Adam
+from npformer.validation import divisible, float_array, int_at_least
+
+#: The parameter names of the model, in order.
+PARAM_NAMES = ("W_q", "W_k", "W_v", "W_o")
+
+
+class LookbackTask(NamedTuple):
+    """Output, at every position i, the token at (i - k) mod seq_len for each k in offsets."""
+
+    vocab_size: int
+    seq_len: int
+    offsets: tuple[int, ...]
+
+    @property
+    def d_in(self) -> int:
+        """Width of one encoded token: one-hot symbol and one-hot position side by side."""
+        return self.vocab_size + self.seq_len
+
+    @property
+    def chance(self) -> float:
+        """Accuracy of a guess that ignores the input, for all outputs of a position at once."""
+        return float(self.vocab_size) ** -len(self.offsets)
+
+
+def make_task(vocab_size: int, seq_len: int, offsets) -> LookbackTask:
+    """A validated :class:`LookbackTask`; each offset in 1 .. seq_len - 1, no repeats."""
+    fn = "make_task"
+    vocab_size = int_at_least(fn, "vocab_size", vocab_size, 2)
+    seq_len = int_at_least(fn, "seq_len", seq_len, 2)
+    try:
+        offsets = tuple(int_at_least(fn, "offsets[...]", k, 1) for k in offsets)
+    except TypeError:
+        raise ValueError(f"{fn}: offsets must be a sequence of integers, got {offsets!r}") from None
+    if not offsets or len(set(offsets)) != len(offsets) or max(offsets) >= seq_len:
+        raise ValueError(
+            f"{fn}: offsets {offsets} must be distinct integers in 1 .. {seq_len - 1} "
+            f"(seq_len={seq_len})"
+        )
+    return LookbackTask(vocab_size, seq_len, offsets)
+
+
+def _check_task(fn: str, task) -> LookbackTask:
+    if not isinstance(task, LookbackTask):
+        raise ValueError(f"{fn}: task must be a LookbackTask (see make_task), got {task!r}")
+    return task
+
+
+def sample_batch(task: LookbackTask, batch_size: int, rng: np.random.Generator):
+    """Random tokens (B, T) and their targets (B, T, len(offsets)), both int64."""
+    fn = "sample_batch"
+    task = _check_task(fn, task)
+    batch_size = int_at_least(fn, "batch_size", batch_size, 1)
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"{fn}: rng must be a numpy Generator, got {type(rng).__name__}")
+    tokens = rng.integers(0, task.vocab_size, size=(batch_size, task.seq_len))  # (B, T)
+    return tokens, targets_of(task, tokens)
+
+
+def targets_of(task: LookbackTask, tokens) -> np.ndarray:
+    """targets[b, i, r] = tokens[b, (i - offsets[r]) mod T]. Shapes: (B, T) -> (B, T, m)."""
+    fn = "targets_of"
+    task = _check_task(fn, task)
+    tokens = _tokens(fn, task, tokens)
+    positions = np.arange(task.seq_len)
+    source = (positions[:, None] - np.array(task.offsets)[None, :]) % task.seq_len  # (T, m)
+    return tokens[:, source]  # (B, T, m)
+
+
+def _tokens(fn: str, task: LookbackTask, tokens) -> np.ndarray:
+    tokens = np.asarray(tokens)
+    if not np.issubdtype(tokens.dtype, np.integer) or tokens.ndim != 2:
+        raise ValueError(
+            f"{fn}: tokens must be an integer array of shape (B, T), got dtype {tokens.dtype} "
+            f"with shape {tokens.shape}"
+        )
+    if tokens.shape[1] != task.seq_len or tokens.shape[0] == 0:
+        raise ValueError(
+            f"{fn}: tokens has shape {tokens.shape}, expected (B >= 1, {task.seq_len})"
+        )
+    if tokens.min() < 0 or tokens.max() >= task.vocab_size:
+        raise ValueError(
+            f"{fn}: tokens must lie in 0 .. {task.vocab_size - 1}, got values "
+            f"{tokens.min()} .. {tokens.max()}"
+        )
+    return tokens
+
+
+def encode(task: LookbackTask, tokens) -> np.ndarray:
+    """One-hot symbol and one-hot position side by side: (B, T) -> (B, T, vocab_size + T)."""
+    fn = "encode"
+    task = _check_task(fn, task)
+    tokens = _tokens(fn, task, tokens)
+    B, T = tokens.shape
+    X = np.zeros((B, T, task.d_in))
+    X[np.arange(B)[:, None], np.arange(T)[None, :], tokens] = 1.0  # the symbol
+    X[:, np.arange(T), task.vocab_size + np.arange(T)] = 1.0  # the position
+    return X
+
+
+def init_params(task: LookbackTask, d_model: int, rng: np.random.Generator) -> dict:
+    """Random W_q, W_k, W_v (d_in, d_model) and W_o (d_model, m vocab_size), N(0, 1/fan_in)."""
+    fn = "init_params"
+    task = _check_task(fn, task)
+    d_model = int_at_least(fn, "d_model", d_model, 1)
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"{fn}: rng must be a numpy Generator, got {type(rng).__name__}")
+    d_out = len(task.offsets) * task.vocab_size
+    shapes = {"W_q": (task.d_in, d_model), "W_k": (task.d_in, d_model)}
+    shapes |= {"W_v": (task.d_in, d_model), "W_o": (d_model, d_out)}
+    return {n: rng.standard_normal(s) / math.sqrt(s[0]) for n, s in shapes.items()}
+
+
+class ModelCache(NamedTuple):
+    """What :func:`backward` needs."""
+
+    X: np.ndarray  # (B, T, d_in)
+    attention: AttentionCache  # per-head; .weights is (B, h, T, T)
+    merged: np.ndarray  # (B, T, d_model) heads side by side, before W_o
+    params: dict
+    num_heads: int
+    num_outputs: int
+
+
+def _check_params(fn: str, params, d_in: int | None = None) -> tuple[int, int]:
+    if not isinstance(params, dict) or any(n not in params for n in PARAM_NAMES):
+        got = sorted(params) if isinstance(params, dict) else type(params).__name__
+        raise ValueError(f"{fn}: params must be a dict with {list(PARAM_NAMES)}, got {got}")
+    W = {n: float_array(fn, f"params[{n!r}]", params[n]) for n in PARAM_NAMES}
+    d_model = W["W_q"].shape[-1]
+    for n in ("W_q", "W_k", "W_v"):
+        if W[n].ndim != 2 or W[n].shape != W["W_q"].shape:
+            raise ValueError(
+                f"{fn}: params[{n!r}] has shape {W[n].shape}, W_q has shape {W['W_q'].shape}: "
+                "W_q, W_k, W_v must share one (d_in, d_model) shape"
+            )
+    if W["W_o"].ndim != 2 or W["W_o"].shape[0] != d_model:
+        raise ValueError(
+            f"{fn}: params['W_o'] has shape {W['W_o'].shape}, expected (d_model={d_model}, ...)"
+        )
+    if d_in is not None and W["W_q"].shape[0] != d_in:
+        raise ValueError(
+            f"{fn}: params['W_q'] has shape {W['W_q'].shape} but X has width d_in={d_in}"
+        )
+    return d_model, W["W_o"].shape[1]
+
+
+def forward(X, params: dict, num_heads: int, num_outputs: int = 1):
+    """logits = merge(attention(split(X W_q), split(X W_k), split(X W_v))) W_o.
+
+    Shapes: X (B, T, d_in); params from :func:`init_params`. Returns
+    (logits (B, T, num_outputs, vocab_size), ModelCache).
+    """
+    fn = "forward"
+    X = float_array(fn, "X", X)
+    if X.ndim != 3:
+        raise ValueError(f"{fn}: X must have shape (B, T, d_in), got shape {X.shape}")
+    d_model, d_out = _check_params(fn, params, X.shape[-1])
+    num_heads = int_at_least(fn, "num_heads", num_heads, 1)
+    num_outputs = int_at_least(fn, "num_outputs", num_outputs, 1)
+    divisible(fn, d_model, num_heads)
+    divisible(fn, d_out, num_outputs, "W_o's width", "num_outputs")
+    Q = split_heads(X @ params["W_q"], num_heads)  # (B, h, T, d_h)
+    K = split_heads(X @ params["W_k"], num_heads)  # (B, h, T, d_h)
+    V = split_heads(X @ params["W_v"], num_heads)  # (B, h, T, d_h)
+    heads, att = scaled_dot_product_attention(Q, K, V)  # (B, h, T, d_h)
+    merged = merge_heads(heads)  # (B, T, d_model)
+    logits = merged @ params["W_o"]  # (B, T, m vocab)
+    B, T, _ = X.shape
+    logits = logits.reshape(B, T, num_outputs, d_out // num_outputs)  # (B, T, m, vocab)
+    return logits, ModelCache(X, att, merged, params, num_heads, num_outputs)
+
+
+def backward(d_logits, cache: ModelCache) -> dict:
+    """Gradients of a loss with respect to W_q, W_k, W_v, W_o, given dL/dlogits.
+
+    dW_o = Y^T dlogits; dY = dlogits W_o^T; the attention core's backward gives dQ, dK, dV
+    per head; merged back, dW_q = X^T dQ (and likewise for K, V), summed over the batch.
+    """
+    fn = "backward"
+    d_logits = float_array(fn, "d_logits", d_logits)
+    X, att, merged, params, h, m = cache
+    B, T, _ = X.shape
+    expected = (B, T, m, params["W_o"].shape[1] // m)
+    if d_logits.shape != expected:
+        raise ValueError(f"{fn}: d_logits has shape {d_logits.shape}, expected {expected}")
+    d_flat = d_logits.reshape(B, T, -1)  # (B, T, m vocab)
+    grads = {"W_o": np.einsum("btd,bto->do", merged, d_flat)}  # (d_model, m vocab)
+    d_heads = split_heads(d_flat @ params["W_o"].T, h)  # (B, h, T, d_h)
+    dQ, dK, dV = scaled_dot_product_attention_backward(d_heads, att)  # (B, h, T, d_h) each
+    for name, d in (("W_q", dQ), ("W_k", dK), ("W_v", dV)):
+        grads[name] = np.einsum("bti,btd->id", X, merge_heads(d))  # (d_in, d_model)
+    return {n: grads[n] for n in PARAM_NAMES}
+
+
+def cross_entropy(logits, targets):
+    """Mean cross-entropy of integer ``targets`` (B, T, m) under ``logits`` (B, T, m, vocab).
+
+    Returns (loss, dL/dlogits of the same shape as logits).
+    """
+    fn = "cross_entropy"
+    logits = float_array(fn, "logits", logits)
+    targets = np.asarray(targets)
+    if not np.issubdtype(targets.dtype, np.integer) or logits.shape[:-1] != targets.shape:
+        raise ValueError(
+            f"{fn}: targets (integers) must have shape logits.shape[:-1]; got logits "
+            f"{logits.shape} and targets {targets.shape} of dtype {targets.dtype}"
+        )
+    if targets.size == 0 or targets.min() < 0 or targets.max() >= logits.shape[-1]:
+        raise ValueError(f"{fn}: targets must lie in 0 .. {logits.shape[-1] - 1}")
+    shifted = logits - logits.max(axis=-1, keepdims=True)
+    log_p = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
+    picked = np.take_along_axis(log_p, targets[..., None], axis=-1)
+    n = targets.size
+    d_logits = np.exp(log_p)
+    np.put_along_axis(
+        d_logits, targets[..., None], np.take_along_axis(d_logits, targets[..., None], -1) - 1, -1
+    )
+    return float(-picked.sum() / n), d_logits / n
+
+
+class TrainResult(NamedTuple):
+    params: dict
+    losses: np.ndarray  # (steps,) training loss at each step
+
+
+def train(
+    task: LookbackTask,
+    d_model: int,
+    num_heads: int,
+    seed: int,
+    steps: int = 300,
+    batch_size: int = 32,
+    lr: float = 0.05,
+) -> TrainResult:
+    """Adam on fresh random batches; the seed fixes the initial weights and every batch."""
+    fn = "train"
+    task = _check_task(fn, task)
+    seed = int_at_least(fn, "seed", seed, 0)
+    steps = int_at_least(fn, "steps", steps, 0)
+    if not lr > 0:
+        raise ValueError(f"{fn}: lr must be positive, got {lr!r}")
+    divisible(fn, int_at_least(fn, "d_model", d_model, 1), num_heads)
+    rng = np.random.default_rng(seed)
+    params = init_params(task, d_model, rng)
+    optimizer = Adam(params, lr=lr)
+    m = len(task.offsets)
+    losses = np.empty(steps)
+    for step in range(steps):
+        tokens, targets = sample_batch(task, batch_size, rng)
+        logits, cache = forward(encode(task, tokens), params, num_heads, m)
+        losses[step], d_logits = cross_entropy(logits, targets)
+        optimizer.step(backward(d_logits, cache))
+    return TrainResult(params, losses)
+
+
+class Evaluation(NamedTuple):
+    per_output: np.ndarray  # (m,) accuracy of each offset's prediction
+    joint: float  # accuracy of all m predictions of a position at once
+    weights: np.ndarray  # (B, h, T, T) the attention weights on the evaluation batch
+
+
+def evaluate(task: LookbackTask, params: dict, num_heads: int, tokens) -> Evaluation:
+    """Accuracy of the model's argmax predictions on ``tokens`` (B, T), and its weights."""
+    fn = "evaluate"
+    task = _check_task(fn, task)
+    tokens = _tokens(fn, task, tokens)
+    logits, cache = forward(encode(task, tokens), params, num_heads, len(task.offsets))
+    correct = logits.argmax(axis=-1) == targets_of(task, tokens)  # (B, T, m)
+    return Evaluation(
+        correct.mean(axis=(0, 1)), float(correct.all(axis=-1).mean()), cache.attention.weights
+    )
+
+
+def most_frequent_accuracy(task: LookbackTask, tokens) -> float:
+    """Accuracy of a guess that reads the tokens but not their positions.
+
+    The guess is the symbol that occurs most often in the sequence (ties go to the smallest
+    symbol), the same for every position and every offset. It is the chance level for a layer
+    that has learned what the sequence contains but not where: anything that beats it must
+    use positions. Averaged over positions and offsets. Ties do not matter: the targets of one
+    offset are the sequence's own tokens in another order, so the guess is right at
+    (largest count) / seq_len of the positions.
+    """
+    fn = "most_frequent_accuracy"
+    task = _check_task(fn, task)
+    tokens = _tokens(fn, task, tokens)
+    symbols = np.arange(task.vocab_size)
+    counts = (tokens[:, :, None] == symbols).sum(axis=1)  # (B, vocab)
+    guess = counts.argmax(axis=-1)  # (B,) a commonest symbol
+    return float((targets_of(task, tokens) == guess[:, None, None]).mean())

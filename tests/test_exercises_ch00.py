@@ -1,0 +1,67 @@
+"""Chapter 00's checker passes the reference and catches typical mistakes of a cabinet lookup."""
+
+import numpy as np
+import pytest
+
+from npformer.attention import softmax
+from npformer.exercises import NOT_ATTEMPTED
+from npformer.exercises.ch00 import check_cabinet_lookup, reference_lookup
+
+
+def right(question, keys, values):
+    return softmax(question @ keys.T, axis=-1) @ values
+
+
+def no_max_subtraction(question, keys, values):
+    e = np.exp(question @ keys.T)
+    return (e / e.sum(axis=-1, keepdims=True)) @ values
+
+
+def softmax_over_questions(question, keys, values):
+    return softmax(question @ keys.T, axis=0) @ values
+
+
+def linear_normalization(question, keys, values):
+    z = question @ keys.T
+    return (z / z.sum(axis=-1, keepdims=True)) @ values
+
+
+def returns_the_weights(question, keys, values):
+    return softmax(question @ keys.T, axis=-1)
+
+
+def stub(question, keys, values):
+    raise NotImplementedError
+
+
+def test_reference_and_right_answer_pass(capsys):
+    assert check_cabinet_lookup(reference_lookup).ok
+    assert check_cabinet_lookup(right).ok
+    assert capsys.readouterr().out == "passed 5 of 5 checks\npassed 5 of 5 checks\n"
+
+
+def test_stub_is_not_attempted(capsys):
+    assert not check_cabinet_lookup(stub).attempted
+    assert capsys.readouterr().out == NOT_ATTEMPTED + "\n"
+
+
+@pytest.mark.parametrize(
+    ("mistake", "failing"),
+    [
+        (
+            no_max_subtraction,
+            "failed check 4 of 5 (similarities near 1000 (no overflow)): got non-finite",
+        ),
+        (softmax_over_questions, "failed check 3 of 5 (two questions at once, shape (2, 4))"),
+        (linear_normalization, "failed check 1 of 5 (the chapter's question, 'travel, please')"),
+        (
+            returns_the_weights,
+            "failed check 1 of 5 (the chapter's question, 'travel, please'): "
+            "expected shape (2,), got shape (3,)",
+        ),
+    ],
+)
+def test_typical_mistakes_fail(mistake, failing):
+    report = check_cabinet_lookup(mistake, show=False)
+    assert not report.ok
+    assert report.line.startswith(failing), report.line

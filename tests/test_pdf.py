@@ -1,0 +1,95 @@
+"""The print edition: one PDF of the whole book, built offline, with math typeset.
+
+Builds the PDF as `make pdf` does, into a temporary folder, and reads it back with poppler's
+pdfinfo and pdftotext: the page count, every chapter's title, the exercises' solutions, every
+figure, and no TeX left raw. Skipped, with instructions, where Chromium or poppler is missing
+(under CI a skip fails the run).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.notebooks import CHAPTERS, ROOT
+
+sys.path.insert(0, str(ROOT / "scripts"))
+import build_pdf  # noqa: E402
+
+TOOLS = [shutil.which(t) for t in ("pdfinfo", "pdftotext", "pdfimages")]
+pytestmark = pytest.mark.skipif(
+    None in TOOLS or not (shutil.which("chromium") or shutil.which("chromium-browser")),
+    reason="the PDF test needs Chromium and poppler-utils: "
+    "apt-get install -y chromium poppler-utils",
+)
+
+
+def chapter_title(path: Path) -> str:
+    for cell in json.loads(path.read_text())["cells"]:
+        m = re.search(r"^# (.+)$", "".join(cell["source"]), re.M)
+        if cell["cell_type"] == "markdown" and m:
+            return m.group(1)
+    raise AssertionError(f"{path.name} has no title")
+
+
+@pytest.fixture(scope="module")
+def pdf(tmp_path_factory):
+    out = build_pdf.build(tmp_path_factory.mktemp("pdf") / "book.pdf")
+    info = subprocess.run(["pdfinfo", str(out)], capture_output=True, text=True, check=True)
+    pages = int(re.search(r"^Pages:\s+(\d+)", info.stdout, re.M).group(1))
+    text = subprocess.run(
+        ["pdftotext", "-layout", str(out), "-"], capture_output=True, text=True, check=True
+    ).stdout
+    return out, pages, text
+
+
+def flat(s: str) -> str:
+    return re.sub(r"\s+", " ", s)
+
+
+def test_page_count(pdf):
+    _, pages, _ = pdf
+    # about twenty pages a chapter; a build that lost its notebooks would have a handful
+    assert 20 * len(CHAPTERS) <= pages <= 60 * len(CHAPTERS), pages
+
+
+def test_every_chapter_title_is_in_it(pdf):
+    _, _, text = pdf
+    body = flat(text)
+    missing = [p.stem for p in CHAPTERS if flat(chapter_title(p)) not in body]
+    assert not missing
+
+
+def test_no_raw_tex_is_left(pdf):
+    _, _, text = pdf
+    for raw in ("\\(", "\\)", "\\[", "\\frac", "\\sqrt", "\\begin{", "$$"):
+        assert raw not in text, f"raw TeX {raw!r} in the PDF"
+
+
+def test_solutions_are_printed(pdf):
+    _, _, text = pdf
+    exercises = sum(
+        "".join(c["source"]).count("{solution-start}")
+        for p in CHAPTERS
+        for c in json.loads(p.read_text())["cells"]
+    )
+    assert flat(text).count("Solution to Exercise") == exercises
+
+
+def test_figures_are_present(pdf):
+    out, _, _ = pdf
+    listed = subprocess.run(["pdfimages", "-list", str(out)], capture_output=True, text=True)
+    images = len(listed.stdout.splitlines()) - 2  # two header lines
+    pngs = sum(
+        "image/png" in o.get("data", {})
+        for p in CHAPTERS
+        for c in json.loads(p.read_text())["cells"]
+        for o in c.get("outputs", [])
+    )
+    assert images >= pngs, (images, pngs)
