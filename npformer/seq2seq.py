@@ -107,6 +107,7 @@ class Seq2SeqRun:
     factor: float = 1.0
     smoothing: float = 0.1
     ramp: bool = True  # False: the rate starts at its peak (no warm-up), then decays the same
+    moment_warmup: int = 0  # steps before training at rate 0: Adam's moments fill, weights stay
     seed: int = 0
 
     def __post_init__(self):
@@ -123,6 +124,9 @@ class Seq2SeqRun:
             "warmup",
         ):
             _positive_int(fn, name, getattr(self, name))
+        m = self.moment_warmup
+        if isinstance(m, bool) or not isinstance(m, (int, np.integer)) or m < 0:
+            raise ValueError(f"{fn}: moment_warmup must be a non-negative integer, got {m!r}")
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)):
             raise ValueError(f"{fn}: seed must be an integer, got {self.seed!r}")
         if not isinstance(self.ramp, bool):
@@ -151,7 +155,13 @@ class Seq2SeqResult(NamedTuple):
 
 
 def train_reversal(run: Seq2SeqRun) -> Seq2SeqResult:
-    """Train an encoder-decoder on reversal with the hand-written backward pass and Adam."""
+    """Train an encoder-decoder on reversal with the hand-written backward pass and Adam.
+
+    With ``run.moment_warmup = m > 0``, m gradients on batches of a separate generator (seeded
+    ``run.seed + 10**6``) first go through Adam at learning rate 0: its moment estimates fill
+    while the weights stay at their initial values; the training steps and their batches are
+    then the same as without it. ``losses`` and ``rates`` cover the training steps only.
+    """
     if not isinstance(run, Seq2SeqRun):
         raise ValueError(f"train_reversal: run must be a Seq2SeqRun, got {type(run).__name__}")
     config = run.model_config()
@@ -159,17 +169,26 @@ def train_reversal(run: Seq2SeqRun) -> Seq2SeqResult:
     params = init_encoder_decoder_params(config, rng)
     named = dict(named_parameters(params))
     opt = Adam(named, lr=1e-3, betas=(0.9, 0.98), eps=1e-9)
-    losses, rates = np.empty(run.steps), np.empty(run.steps)
-    for step in range(1, run.steps + 1):
-        batch = reversal_batch(rng, run.batch_size, run.length, run.num_symbols)
+
+    def gradients(batch):
         logits, cache = encoder_decoder_forward(batch.src, batch.tgt_in, params, config)
         loss, loss_cache = label_smoothed_cross_entropy(logits, batch.tgt_out, run.smoothing)
         grads = encoder_decoder_backward(
             label_smoothed_cross_entropy_backward(loss_cache), cache, params, config
         )
+        return loss, dict(named_parameters(grads))
+
+    side = np.random.default_rng(run.seed + 10**6)
+    for _ in range(run.moment_warmup):
+        _, grads = gradients(reversal_batch(side, run.batch_size, run.length, run.num_symbols))
+        opt.lr = 0.0  # Adam's m and v take the gradient; the update is zero
+        opt.step(grads)
+    losses, rates = np.empty(run.steps), np.empty(run.steps)
+    for step in range(1, run.steps + 1):
+        loss, grads = gradients(reversal_batch(rng, run.batch_size, run.length, run.num_symbols))
         at = step if run.ramp else max(step, run.warmup)  # without the ramp: flat at the peak
         opt.lr = warmup_inverse_sqrt(at, run.d_model, run.warmup, run.factor)
-        opt.step(dict(named_parameters(grads)))
+        opt.step(grads)
         losses[step - 1], rates[step - 1] = loss, opt.lr
     return Seq2SeqResult(params, config, losses, rates)
 
@@ -181,6 +200,9 @@ class ExposureBias(NamedTuple):
     free_running: np.ndarray  # (L,) accuracy at position t given the model's own prefix
     after_first_error: np.ndarray  # (L,) free-running accuracy at t among the sources whose
     #   first error came before t (NaN where there is none)
+    forced_after_first_error: np.ndarray  # (L,) teacher-forced accuracy at t on those same
+    #   sources: what the true prefix gives there (the difference to the line above is what
+    #   the model's own prefix costs on the sources where it erred)
     first_error_skips: float  # share of first errors that write the NEXT target token early
     clean_after: float  # teacher-forced accuracy at the positions after the planted token
     random_after: float  # the same, a random wrong symbol planted in the true prefix
@@ -216,11 +238,12 @@ def exposure_bias(params, config: EncoderDecoderConfig, src, plant_at: int, seed
     wrong = ~free_right
     has_error = wrong.any(axis=1)
     first = np.where(has_error, wrong.argmax(axis=1), L)  # (N,) first error, or L
-    after = np.full(L, np.nan)
+    after, forced_after = np.full(L, np.nan), np.full(L, np.nan)
     for t in range(L):
         rows = first < t
         if rows.any():
             after[t] = free_right[rows, t].mean()
+            forced_after[t] = forced_right[rows, t].mean()
     rows = np.flatnonzero(has_error & (first < L - 1))
     skips = float(np.mean(generated[rows, first[rows]] == truth[rows, first[rows] + 1]))
     rng = np.random.default_rng(seed)
@@ -236,6 +259,7 @@ def exposure_bias(params, config: EncoderDecoderConfig, src, plant_at: int, seed
         forced_right.mean(axis=0),
         free_right.mean(axis=0),
         after,
+        forced_after,
         skips if rows.size else float("nan"),
         float(forced_right[:, span].mean()),
         float((random_pred == truth)[:, span].mean()),

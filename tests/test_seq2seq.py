@@ -32,7 +32,12 @@ def test_training_learns_and_the_counts_are_consistent():
     assert e.teacher_forced[0] == e.free_running[0]  # position 0 reads only the start token
     assert e.teacher_forced.mean() > 3 / 6  # far above chance (1/6)
     assert 0 <= e.sequence_free_running <= e.free_running.min()
-    assert np.isnan(e.after_first_error[0])
+    assert np.isnan(e.after_first_error[0]) and np.isnan(e.forced_after_first_error[0])
+    defined = ~np.isnan(e.after_first_error)
+    assert np.array_equal(defined, ~np.isnan(e.forced_after_first_error))
+    assert np.all(
+        (0 <= e.forced_after_first_error[defined]) & (e.forced_after_first_error[defined] <= 1)
+    )
 
 
 def test_bad_arguments():
@@ -77,3 +82,14 @@ def test_without_the_ramp_the_rate_starts_at_its_peak():
 def test_run_rejects_bad_fields(field, value, message):
     with pytest.raises(ValueError, match=message):
         Seq2SeqRun(**{field: value})
+
+
+def test_moment_warmup_keeps_weights_and_batches():
+    plain = Seq2SeqRun(length=4, num_symbols=4, steps=2, warmup=2, seed=3)
+    warmed = Seq2SeqRun(length=4, num_symbols=4, steps=2, warmup=2, seed=3, moment_warmup=5)
+    a, b = train_reversal(plain), train_reversal(warmed)
+    assert a.losses[0] == b.losses[0]  # same initial weights, same first batch
+    np.testing.assert_array_equal(a.rates, b.rates)
+    assert not np.array_equal(a.params["embedding"], b.params["embedding"])  # other moments
+    with pytest.raises(ValueError, match="moment_warmup must be"):
+        Seq2SeqRun(moment_warmup=-1)
