@@ -88,3 +88,28 @@ def difference_interval(
     rng = np.random.default_rng(seed)
     draws = resampled_means(a, n, rng, resamples) - resampled_means(b, n, rng, resamples)
     return Interval(float(a.mean() - b.mean()), *percentile_interval(draws, level))
+
+
+def item_mean_interval(
+    values, seed: int = 0, resamples: int = 2000, level: float = 0.95
+) -> Interval:
+    """The mean of per-item scores over runs, with its two-stage percentile interval.
+
+    ``values`` (S, n): the score of each of n held-out items (in [0, 1], e.g. the share of an
+    answer's tokens that are right) in each of S runs. Each resample draws S runs with
+    replacement, then n items with replacement within each drawn run.
+    """
+    fn = "item_mean_interval"
+    v = float_array(fn, "values", np.asarray(values, dtype=float), min_rank=2)
+    if v.ndim != 2 or v.shape[0] < 2 or v.shape[1] < 1:
+        raise ValueError(f"{fn}: values must have shape (S, n) with S >= 2 runs, got {v.shape}")
+    _check_common(fn, v.shape[1], resamples, level)
+    rng = np.random.default_rng(seed)
+    S, n = v.shape
+    draws = np.empty(resamples)
+    for start in range(0, resamples, 250):
+        stop = min(resamples, start + 250)
+        runs = rng.integers(0, S, size=(stop - start, S, 1))  # (R, S, 1)
+        items = rng.integers(0, n, size=(stop - start, S, n))  # (R, S, n)
+        draws[start:stop] = v[runs, items].mean(axis=(1, 2))
+    return Interval(float(v.mean()), *percentile_interval(draws, level))

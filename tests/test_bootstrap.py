@@ -67,3 +67,16 @@ def test_bad_inputs(kwargs, match):
     args = {"accuracies": [0.9, 0.8, 0.85], "n": 500, **kwargs}
     with pytest.raises(ValueError, match=match):
         mean_interval(**args)
+
+
+def test_item_interval_agrees_with_the_binomial_version_on_0_1_items():
+    from npformer.bootstrap import item_mean_interval
+
+    rng = np.random.default_rng(4)
+    correct = (rng.random((6, 300)) < np.linspace(0.8, 0.95, 6)[:, None]).astype(float)
+    a = item_mean_interval(correct, seed=1)
+    b = mean_interval(correct.mean(axis=1), 300, seed=1)
+    assert a.estimate == pytest.approx(b.estimate)
+    assert abs(a.low - b.low) < 0.01 and abs(a.high - b.high) < 0.01
+    with pytest.raises(ValueError, match=r"values must have shape \(S, n\) with S >= 2"):
+        item_mean_interval(np.ones((1, 5)))
