@@ -61,6 +61,19 @@ CHECKS = [
 ]
 
 
+class QuietReport(Report):
+    """The checker's :class:`Report`, which a notebook does not display a second time.
+
+    The checker has already printed its one line; without this, a cell ending in the call
+    would also show the report's repr (a trailing semicolon does not always suppress it).
+    """
+
+    __slots__ = ()
+
+    def _ipython_display_(self):
+        pass
+
+
 def check_remove_directions(fn, *, show: bool = True) -> Report:
     """Check the reader's ``fn(x, directions, center)``: remove the directions' variation."""
-    return run_checks(fn, CHECKS, show=show)
+    return QuietReport(*run_checks(fn, CHECKS, show=show))
