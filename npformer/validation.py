@@ -146,6 +146,16 @@ def positive_number(func: str, name: str, value) -> float:
     return float(value)
 
 
+def real_number(func: str, name: str, value) -> float:
+    """Return ``value`` as a float if it is a finite real number (bools refused)."""
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )
+    if not ok or not np.isfinite(value):
+        raise ValueError(f"{func}: {name} must be a finite number, got {value!r}")
+    return float(value)
+
+
 def nonnegative_number(func: str, name: str, value) -> float:
     """Return ``value`` as a float if it is a finite real number >= 0 (bools refused)."""
     ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(

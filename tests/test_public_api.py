@@ -59,10 +59,10 @@ class Kind:
 
 
 class Size(Kind):
-    """An integer >= ``minimum`` (a count of things, a width)."""
+    """An integer >= ``minimum`` (a count of things, a width); ``optional``: None allowed."""
 
-    def __init__(self, minimum=1):
-        self.minimum = minimum
+    def __init__(self, minimum=1, optional=False):
+        self.minimum, self.optional = minimum, optional
 
     def bad(self, good):
         out = [("float", 2.5), ("bool", True), ("None", None), ("str", "2")]
@@ -143,19 +143,21 @@ class Buffer(Floats):
 class Tokens(Kind):
     """Integer token ids of rank ``rank``, inside the vocabulary."""
 
-    def __init__(self, rank=2):
-        self.rank = rank
+    def __init__(self, rank=2, signed=False):
+        self.rank, self.signed = rank, signed  # signed: any integers (relative positions)
 
     def bad(self, good):
         good = np.asarray(good)
-        return [
+        out = [
             ("None", None),
-            ("float dtype", good.astype(float)),
+            ("float dtype", good.astype(float) + 0.5),
             ("bool dtype", good > 0),
-            ("negative id", good - good.max() - 1),
-            ("id past the vocabulary", good + 10_000),
-            ("rank too low", good.reshape(-1)[0] if self.rank == 1 else good[0]),
         ]
+        if self.rank is not None:
+            out.append(("rank too low", good.reshape(-1)[0] if self.rank == 1 else good[0]))
+        if not self.signed:
+            out += [("negative id", good - good.max() - 1), ("id past the vocabulary", good + 10_000)]
+        return out
 
 
 class Mask(Kind):
@@ -252,7 +254,7 @@ class Seq(Kind):
 
 
 class Number(Kind):
-    """Any real number (a non-finite one included): only non-numbers are refused."""
+    """A real number: non-numbers (and bools) are refused."""
 
     def bad(self, good):
         return [("None", None), ("str", "1.0"), ("bool", True)]
@@ -276,8 +278,21 @@ class Row:
     """
 
     def __init__(self, fn, good, kinds, extra=(), words=None):
-        self.fn, self.good, self.kinds = fn, good, kinds
+        self._fn, self.good, self.kinds = fn, good, kinds
         self.extra, self.words = list(extra), dict(words or {})
+
+    @property
+    def fn(self):
+        """The callable; a string "module.name" is imported when first needed."""
+        if isinstance(self._fn, str):
+            module, name = self._fn.rsplit(".", 1)
+            self._fn = getattr(importlib.import_module(f"npformer.{module}"), name)
+        return self._fn
+
+
+def mod(name):
+    """``npformer.<name>``, imported when a row's valid call first needs it."""
+    return importlib.import_module(f"npformer.{name}")
 
 
 def _call(fn, kwargs):
@@ -334,6 +349,14 @@ def _ce_cache():
 
 def _tt_cache():
     return TT.forward(TT_X, TT_PARAMS, 2)[1]
+
+
+def _kv_layers():
+    return mod("kv_cache").init_attention_only_model(1, 4, 2, 1, np.random.default_rng(5))
+
+
+def _tile(k):
+    return mod("exercises.ch08").tile_state(X3[0], X3[k], X3[k])
 
 
 def STUB(*args, **kwargs):
@@ -835,15 +858,6 @@ API = {
         lambda: dict(fn=STUB, checks=[], show=False),
         dict(fn=Func(), checks=Seq(), show=Flag()),
     ),
-    "exercises.ch00.reference_lookup": Row(
-        ch00.reference_lookup,
-        lambda: dict(question=np.ones(3), keys=np.eye(3), values=np.ones((3, 2))),
-        dict(
-            question=Floats(ints_ok=True),
-            keys=Floats(rank=2, ints_ok=True),
-            values=Floats(rank=2, ints_ok=True),
-        ),
-    ),
 }
 for _name, _checker in [
     ("ch00.check_cabinet_lookup", ch00.check_cabinet_lookup),
@@ -857,6 +871,17 @@ for _name, _checker in [
     API[f"exercises.{_name}"] = Row(
         _checker, lambda: dict(fn=STUB, show=False), dict(fn=Func(), show=Flag())
     )
+
+def _checker_rows(module, *names, arg="fn"):
+    """Rows of exercise checkers: ``fn`` (the reader's function) a function, ``show`` a flag."""
+    return {
+        f"exercises.{module}.{n}": Row(
+            f"exercises.{module}.{n}", lambda: {arg: STUB, "show": False},
+            {arg: Func(), "show": Flag()},
+        )
+        for n in names
+    }
+
 
 # The validation helpers: ``name`` is set to the parameter's own name, so the message names it.
 API |= {
@@ -973,6 +998,266 @@ API |= {
     ),
 }
 
+# ----------------------------------------------------------------------------- landed later
+# Rows of the modules that other branches were still changing; each group joins ``API`` once its
+# module is no longer in ``NOT_COVERED``.
+
+PENDING = {
+    "positions": {
+        "positions.sinusoidal_frequencies": Row(
+            "positions.sinusoidal_frequencies",
+            lambda: dict(d_model=4, base=100.0),
+            dict(d_model=Size(), base=Real()),
+            extra=[("odd d_model", dict(d_model=3), "d_model")],
+        ),
+        "positions.sinusoidal_positions": Row(
+            "positions.sinusoidal_positions",
+            lambda: dict(num_positions=5, d_model=4, base=100.0),
+            dict(num_positions=Size(0), d_model=Size(), base=Real()),
+        ),
+        "positions.sinusoidal_shift_matrix": Row(
+            "positions.sinusoidal_shift_matrix",
+            lambda: dict(k=2, d_model=4, base=100.0),
+            dict(k=Number(), d_model=Size(), base=Real()),
+        ),
+        "positions.init_learned_positions": Row(
+            "positions.init_learned_positions",
+            lambda: dict(max_positions=5, d_model=4, rng=np.random.default_rng(0), std=0.02),
+            dict(max_positions=Size(), d_model=Size(), rng=Rng(), std=Real(strict=False),
+                 dtype=DType()),
+        ),
+        "positions.add_positions": Row(
+            "positions.add_positions",
+            lambda: dict(X=X3, positions=np.zeros((5, 4)), scale_embeddings=True),
+            dict(X=Floats(min_rank=2), positions=Floats(rank=2), scale_embeddings=Flag()),
+            extra=[("table too short", dict(positions=np.zeros((2, 4))), "positions")],
+        ),
+        "positions.rope_rotation_matrix": Row(
+            "positions.rope_rotation_matrix",
+            lambda: dict(m=2, d_head=4, base=100.0),
+            dict(m=Number(), d_head=Size(), base=Real()),
+            extra=[("odd d_head", dict(d_head=3), "d_head")],
+        ),
+        "positions.rope_angles": Row(
+            "positions.rope_angles",
+            lambda: dict(positions=np.arange(3), d_head=4, base=100.0),
+            dict(positions=Floats(rank=1, ints_ok=True), d_head=Size(), base=Real()),
+        ),
+        "positions.rope_pairing_permutation": Row(
+            "positions.rope_pairing_permutation", lambda: dict(d_head=4), dict(d_head=Size())
+        ),
+        "positions.apply_rope": Row(
+            "positions.apply_rope",
+            lambda: dict(X=Q4, positions=np.arange(3), base=100.0, pairing="half"),
+            dict(X=Floats(min_rank=2, zero_width=True), positions=Floats(rank=1, ints_ok=True),
+                 base=Real(), pairing=Choice()),
+        ),
+        "positions.interpolate_positions": Row(
+            "positions.interpolate_positions",
+            lambda: dict(positions=np.arange(8), train_length=4, target_length=8),
+            dict(positions=Floats(rank=1, ints_ok=True), train_length=Size(),
+                 target_length=Size()),
+        ),
+        "positions.relative_position_index": Row(
+            "positions.relative_position_index",
+            lambda: dict(T=3, S=4, max_distance=2),
+            dict(T=Size(), S=Size(), max_distance=Size()),
+        ),
+        "positions.shaw_attention": Row(
+            "positions.shaw_attention",
+            lambda: dict(Q=X3, K=X3, V=X3, rel_keys=np.zeros((5, 4)), rel_values=np.zeros((5, 4)),
+                         mask=np.ones((3, 3), bool), scale=True),
+            dict(Q=Floats(min_rank=2, zero_width=True), K=Floats(min_rank=2),
+                 V=Floats(min_rank=2), rel_keys=Floats(rank=2), rel_values=Floats(rank=2),
+                 mask=Mask(), scale=Flag()),
+            extra=[("even number of rel_keys", dict(rel_keys=np.zeros((4, 4))), "rel_keys"),
+                   ("zero-width Q and K", dict(Q=X3[..., :0], K=X3[..., :0],
+                                               rel_keys=np.zeros((5, 0))), "d_h")],
+        ),
+        "positions.t5_relative_bucket": Row(
+            "positions.t5_relative_bucket",
+            lambda: dict(relative_position=np.arange(-3, 4), bidirectional=True, num_buckets=8,
+                         max_distance=16),
+            dict(relative_position=Tokens(rank=None, signed=True), bidirectional=Flag(),
+                 num_buckets=Size(), max_distance=Size()),
+        ),
+        "positions.t5_bias": Row(
+            "positions.t5_bias",
+            lambda: dict(T=3, S=4, bias_table=np.zeros((8, 2)), bidirectional=True,
+                         max_distance=16),
+            dict(T=Size(), S=Size(optional=True), bias_table=Floats(rank=2), bidirectional=Flag(),
+                 max_distance=Size()),
+        ),
+        "positions.alibi_slopes": Row(
+            "positions.alibi_slopes", lambda: dict(num_heads=2), dict(num_heads=Size())
+        ),
+        "positions.alibi_bias": Row(
+            "positions.alibi_bias",
+            lambda: dict(num_heads=2, T=3, S=4),
+            dict(num_heads=Size(), T=Size(), S=Size()),
+        ),
+        "positions.attention_with_bias": Row(
+            "positions.attention_with_bias",
+            lambda: dict(Q=X3, K=X3, V=X3, bias=np.zeros((3, 3)), mask=np.ones((3, 3), bool)),
+            dict(Q=Floats(min_rank=2, zero_width=True), K=Floats(min_rank=2),
+                 V=Floats(min_rank=2), bias=Floats(), mask=Mask(), scale=Flag()),
+        ),
+    },
+    "kv_cache": {
+        "kv_cache.kv_cache_bytes": Row(
+            "kv_cache.kv_cache_bytes",
+            lambda: dict(num_layers=1, num_kv_heads=1, d_head=2, seq_len=3, batch=1,
+                         bytes_per_value=8),
+            dict(num_layers=Size(), num_kv_heads=Size(), d_head=Size(), seq_len=Size(),
+                 batch=Size(), bytes_per_value=Size()),
+        ),
+        "kv_cache.KVCache": Row(
+            "kv_cache.KVCache",
+            lambda: dict(num_layers=1, batch=2, num_kv_heads=1, max_len=4, d_head=2),
+            dict(num_layers=Size(), batch=Size(), num_kv_heads=Size(), max_len=Size(),
+                 d_head=Size(), dtype=DType()),
+        ),
+        "kv_cache.init_attention_only_model": Row(
+            "kv_cache.init_attention_only_model",
+            lambda: dict(num_layers=1, d_model=4, num_heads=2, num_kv_heads=1,
+                         rng=np.random.default_rng(0)),
+            dict(num_layers=Size(), d_model=Size(), num_heads=Size(), num_kv_heads=Size(),
+                 rng=Rng(), dtype=DType()),
+            extra=[("num_heads not a multiple of num_kv_heads", dict(num_kv_heads=3),
+                    "num_kv_heads")],
+        ),
+        "kv_cache.repeat_kv_heads": Row(
+            "kv_cache.repeat_kv_heads",
+            lambda: dict(K=Q4, num_heads=4),
+            dict(K=Floats(rank=4), num_heads=Size()),
+        ),
+        "kv_cache.grouped_query_attention": Row(
+            "kv_cache.grouped_query_attention",
+            lambda: dict(X=X3, params=_kv_layers()[0], num_heads=2, num_kv_heads=1,
+                         cache=mod("kv_cache").KVCache(1, 2, 1, 4, 2), layer=0),
+            dict(X=Floats(rank=3, zero_width=True), params=Params(), num_heads=Size(),
+                 num_kv_heads=Size(), cache=Cache(), layer=Size(0)),
+        ),
+        "kv_cache.attention_only_forward": Row(
+            "kv_cache.attention_only_forward",
+            lambda: dict(X=X3, layers=_kv_layers(), num_heads=2, num_kv_heads=1),
+            dict(X=Floats(rank=3), layers=Seq(), num_heads=Size(), num_kv_heads=Size(),
+                 cache=Cache()),
+        ),
+        "kv_cache.next_input": Row("kv_cache.next_input", lambda: dict(Y=X3),
+                                   dict(Y=Floats(rank=3, zero_width=True))),
+        "kv_cache.generate_without_cache": Row(
+            "kv_cache.generate_without_cache",
+            lambda: dict(prompt=X3, layers=_kv_layers(), num_new=2, num_heads=2, num_kv_heads=1),
+            dict(prompt=Floats(rank=3), layers=Seq(), num_new=Size(0), num_heads=Size(),
+                 num_kv_heads=Size()),
+        ),
+        "kv_cache.generate_with_cache": Row(
+            "kv_cache.generate_with_cache",
+            lambda: dict(prompt=X3, layers=_kv_layers(), num_new=2, num_heads=2, num_kv_heads=1),
+            dict(prompt=Floats(rank=3), layers=Seq(), num_new=Size(0), num_heads=Size(),
+                 num_kv_heads=Size(), cache=Cache()),
+        ),
+        "kv_cache.decoder_cache": Row(
+            "kv_cache.decoder_cache",
+            lambda: dict(config=CFG, batch=2, max_len=4),
+            dict(config=Config(), batch=Size(), max_len=Size(), dtype=DType()),
+        ),
+        "kv_cache.decoder_forward_with_cache": Row(
+            "kv_cache.decoder_forward_with_cache",
+            lambda: dict(params=PARAMS, config=CFG, tokens=TOKENS,
+                         cache=mod("kv_cache").decoder_cache(CFG, 2), positions=np.arange(3)),
+            dict(params=Params(), config=Config(), tokens=Tokens(), cache=Cache(),
+                 positions=Tokens(rank=1)),
+        ),
+        "kv_cache.generate_greedy_with_cache": Row(
+            "kv_cache.generate_greedy_with_cache",
+            lambda: dict(params=PARAMS, config=CFG, start=TOKENS[:, :1], num_new=2,
+                         position_offset=True),
+            dict(params=Params(), config=Config(), start=Tokens(), num_new=Size(0),
+                 position_offset=Flag()),
+        ),
+    },
+    "blocked_attention": {
+        "blocked_attention.blocked_attention": Row(
+            "blocked_attention.blocked_attention",
+            lambda: dict(Q=X3, K=X3, V=X3, causal=True, scale=True, block_q=2, block_k=2),
+            dict(Q=Floats(min_rank=2, zero_width=True), K=Floats(min_rank=2),
+                 V=Floats(min_rank=2), causal=Flag(), scale=Flag(), block_q=Size(),
+                 block_k=Size()),
+            extra=[("zero-width Q and K", dict(Q=X3[..., :0], K=X3[..., :0]), "d_h")],
+        ),
+        "blocked_attention.tile_counts": Row(
+            "blocked_attention.tile_counts",
+            lambda: dict(T=3, S=4, causal=True, block_q=2, block_k=2),
+            dict(T=Size(), S=Size(), causal=Flag(), block_q=Size(), block_k=Size()),
+        ),
+        "blocked_attention.blocked_attention_backward": Row(
+            "blocked_attention.blocked_attention_backward",
+            lambda: dict(d_out=X3, cache=mod("blocked_attention").blocked_attention(X3, X3, X3)[1]),
+            dict(d_out=Floats(min_rank=2), cache=Cache()),
+        ),
+    },
+    "measuring": {
+        "measuring.min_time": Row(
+            "measuring.min_time", lambda: dict(fn=lambda: None, repeats=2, warmup=1),
+            dict(fn=Func(), repeats=Size(), warmup=Size(0)),
+        ),
+        "measuring.wall_and_cpu": Row(
+            "measuring.wall_and_cpu", lambda: dict(fn=lambda: None, repeats=2),
+            dict(fn=Func(), repeats=Size()),
+        ),
+        "measuring.side_by_side": Row(
+            "measuring.side_by_side",
+            lambda: dict(baseline=lambda: None, candidate=lambda: None, pairs=2),
+            dict(baseline=Func(), candidate=Func(), pairs=Size()),
+        ),
+        "measuring.peak_extra_bytes": Row(
+            "measuring.peak_extra_bytes", lambda: dict(fn=lambda: None), dict(fn=Func())
+        ),
+        "measuring.minor_faults": Row("measuring.minor_faults", lambda: dict(), dict()),
+        "measuring.count_faults": Row(
+            "measuring.count_faults", lambda: dict(fn=lambda: None, repeats=2),
+            dict(fn=Func(), repeats=Size()),
+        ),
+        "measuring.pages": Row("measuring.pages", lambda: dict(nbytes=5000),
+                               dict(nbytes=Size(0))),
+        "measuring.allocator_variable": Row(
+            "measuring.allocator_variable", lambda: dict(name="MALLOC_X"), dict(name=Text())
+        ),
+        "measuring.allocator_environment": Row(
+            "measuring.allocator_environment",
+            lambda: dict(setting="defaults", base={"A": "1"}),
+            dict(setting=Choice(), base=Params(empty_ok=True)),
+        ),
+        "measuring.run_in_child": Row(
+            "measuring.run_in_child", None,
+            dict(code=Text(), setting=Choice()),
+        ),
+    },
+    "exercises.ch08": {
+        "exercises.ch08.tile_state": Row(
+            "exercises.ch08.tile_state",
+            lambda: dict(q=X3[0], K=X3[1], V=X3[1]),
+            dict(q=Floats(rank=2, zero_width=True), K=Floats(rank=2), V=Floats(rank=2)),
+        ),
+        "exercises.ch08.reference_merge": Row(
+            "exercises.ch08.reference_merge",
+            lambda: dict(first=_tile(0), second=_tile(1)),
+            dict(first=Seq(), second=Seq()),
+        ),
+    },
+    "exercises.ch09": {
+        "exercises.ch09.reference_cache_bytes": Row(
+            "exercises.ch09.reference_cache_bytes",
+            lambda: dict(num_layers=1, num_heads=2, num_kv_heads=1, d_model=4, seq_len=3,
+                         batch=1, dtype=np.float32),
+            dict(num_layers=Size(), num_heads=Size(), num_kv_heads=Size(), d_model=Size(),
+                 seq_len=Size(), batch=Size(), dtype=DType()),
+        ),
+    },
+}
+
 #: Public NamedTuples and dataclasses that the package builds and returns: records of results,
 #: never built by a reader, so their fields are not checked.
 RECORDS = {
@@ -1000,11 +1285,30 @@ RECORDS = {
     "interactive.Toggle": "a control: interactive_figure checks its controls",
     "interactive.Choice": "a control: interactive_figure checks its controls",
     "interactive.State": "one state: interactive_figure checks its states",
+    # The reference solutions of the exercises: the code a reader is asked to write, kept as
+    # plain as the hidden solution; only the checkers call them, with the package's own inputs.
+    "exercises.ch00.reference_lookup": "an exercise's reference solution",
 }
 
 #: Modules that other branches were still changing when this table was written; they have no
 #: rows yet and are named in the report as not covered.
 NOT_COVERED = {
+    "measuring",
+    "exercises.ch05",
+    "exercises.ch07",
+    "exercises.ch08",
+    "exercises.ch09",
+    "exercises.ch10",
+    "exercises.ch11",
+    "exercises.ch12",
+    "exercises.ch13",
+    "label_smoothing",
+    "schedules",
+    "seq2seq",
+    "bootstrap",
+    "direction_ablation",
+    "extrapolation",
+    "circuits",
     "blocked_attention",
     "encoder_decoder",
     "experiment",
@@ -1015,6 +1319,12 @@ NOT_COVERED = {
     "tasks",
     "train",
 }
+PENDING["exercises.ch08"] |= _checker_rows("ch08", "check_merge", arg="merge")
+PENDING["exercises.ch09"] |= _checker_rows("ch09", "check_cache_bytes")
+for _module, _rows in PENDING.items():
+    if _module not in NOT_COVERED:
+        API |= _rows
+
 #: Modules without public functions (reductions: private hot-path helpers) or not importable
 #: as a library (__main__ runs the command line).
 SKIPPED_MODULES = {"__main__"}
@@ -1025,7 +1335,7 @@ def _public_names():
     names = set()
     for info in pkgutil.walk_packages(npformer.__path__, "npformer."):
         short = info.name.removeprefix("npformer.")
-        if short.split(".")[-1] in SKIPPED_MODULES or short.split(".")[0] in NOT_COVERED:
+        if short in SKIPPED_MODULES or short in NOT_COVERED or short.split(".")[0] in NOT_COVERED:
             continue
         module = importlib.import_module(info.name)
         for name, obj in vars(module).items():
@@ -1060,7 +1370,8 @@ def test_the_valid_call_works(key):
 
 def _bad(kind, value, param):
     """The kind's bad values, without None when None is the parameter's default."""
-    return [(lab, v) for lab, v in kind.bad(value) if not (v is None and param.default is None)]
+    optional = param.default is None or getattr(kind, "optional", False)
+    return [(lab, v) for lab, v in kind.bad(value) if not (v is None and optional)]
 
 
 def _cases():
