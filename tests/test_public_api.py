@@ -156,7 +156,10 @@ class Tokens(Kind):
         if self.rank is not None:
             out.append(("rank too low", good.reshape(-1)[0] if self.rank == 1 else good[0]))
         if not self.signed:
-            out += [("negative id", good - good.max() - 1), ("id past the vocabulary", good + 10_000)]
+            out += [
+                ("negative id", good - good.max() - 1),
+                ("id past the vocabulary", good + 10_000),
+            ]
         return out
 
 
@@ -872,11 +875,13 @@ for _name, _checker in [
         _checker, lambda: dict(fn=STUB, show=False), dict(fn=Func(), show=Flag())
     )
 
+
 def _checker_rows(module, *names, arg="fn"):
     """Rows of exercise checkers: ``fn`` (the reader's function) a function, ``show`` a flag."""
     return {
         f"exercises.{module}.{n}": Row(
-            f"exercises.{module}.{n}", lambda: {arg: STUB, "show": False},
+            f"exercises.{module}.{n}",
+            lambda: {arg: STUB, "show": False},
             {arg: Func(), "show": Flag()},
         )
         for n in names
@@ -962,6 +967,12 @@ API |= {
         lambda: dict(func="f", name="value", value=0.0),
         dict(func=CALLER, name=Free("the argument's name"), value=Real(strict=False)),
     ),
+    "validation.real_number": Row(
+        VA.real_number,
+        lambda: dict(func="f", name="value", value=-1.5),
+        dict(func=CALLER, name=Free("the argument's name"), value=Number()),
+        extra=[("nan", dict(value=NAN), "value")],
+    ),
     "validation.float_dtype": Row(
         VA.float_dtype,
         lambda: dict(func="f", name="dtype", dtype=np.float32),
@@ -1023,8 +1034,13 @@ PENDING = {
         "positions.init_learned_positions": Row(
             "positions.init_learned_positions",
             lambda: dict(max_positions=5, d_model=4, rng=np.random.default_rng(0), std=0.02),
-            dict(max_positions=Size(), d_model=Size(), rng=Rng(), std=Real(strict=False),
-                 dtype=DType()),
+            dict(
+                max_positions=Size(),
+                d_model=Size(),
+                rng=Rng(),
+                std=Real(strict=False),
+                dtype=DType(),
+            ),
         ),
         "positions.add_positions": Row(
             "positions.add_positions",
@@ -1049,14 +1065,17 @@ PENDING = {
         "positions.apply_rope": Row(
             "positions.apply_rope",
             lambda: dict(X=Q4, positions=np.arange(3), base=100.0, pairing="half"),
-            dict(X=Floats(min_rank=2, zero_width=True), positions=Floats(rank=1, ints_ok=True),
-                 base=Real(), pairing=Choice()),
+            dict(
+                X=Floats(min_rank=2, zero_width=True),
+                positions=Floats(rank=1, ints_ok=True),
+                base=Real(),
+                pairing=Choice(),
+            ),
         ),
         "positions.interpolate_positions": Row(
             "positions.interpolate_positions",
             lambda: dict(positions=np.arange(8), train_length=4, target_length=8),
-            dict(positions=Floats(rank=1, ints_ok=True), train_length=Size(),
-                 target_length=Size()),
+            dict(positions=Floats(rank=1, ints_ok=True), train_length=Size(), target_length=Size()),
         ),
         "positions.relative_position_index": Row(
             "positions.relative_position_index",
@@ -1065,28 +1084,60 @@ PENDING = {
         ),
         "positions.shaw_attention": Row(
             "positions.shaw_attention",
-            lambda: dict(Q=X3, K=X3, V=X3, rel_keys=np.zeros((5, 4)), rel_values=np.zeros((5, 4)),
-                         mask=np.ones((3, 3), bool), scale=True),
-            dict(Q=Floats(min_rank=2, zero_width=True), K=Floats(min_rank=2),
-                 V=Floats(min_rank=2), rel_keys=Floats(rank=2), rel_values=Floats(rank=2),
-                 mask=Mask(), scale=Flag()),
-            extra=[("even number of rel_keys", dict(rel_keys=np.zeros((4, 4))), "rel_keys"),
-                   ("zero-width Q and K", dict(Q=X3[..., :0], K=X3[..., :0],
-                                               rel_keys=np.zeros((5, 0))), "d_h")],
+            lambda: dict(
+                Q=X3,
+                K=X3,
+                V=X3,
+                rel_keys=np.zeros((5, 4)),
+                rel_values=np.zeros((5, 4)),
+                mask=np.ones((3, 3), bool),
+                scale=True,
+            ),
+            dict(
+                Q=Floats(min_rank=2, zero_width=True),
+                K=Floats(min_rank=2),
+                V=Floats(min_rank=2),
+                rel_keys=Floats(rank=2),
+                rel_values=Floats(rank=2),
+                mask=Mask(),
+                scale=Flag(),
+            ),
+            extra=[
+                ("even number of rel_keys", dict(rel_keys=np.zeros((4, 4))), "rel_keys"),
+                (
+                    "zero-width Q and K",
+                    dict(Q=X3[..., :0], K=X3[..., :0], rel_keys=np.zeros((5, 0))),
+                    "d_h",
+                ),
+            ],
         ),
         "positions.t5_relative_bucket": Row(
             "positions.t5_relative_bucket",
-            lambda: dict(relative_position=np.arange(-3, 4), bidirectional=True, num_buckets=8,
-                         max_distance=16),
-            dict(relative_position=Tokens(rank=None, signed=True), bidirectional=Flag(),
-                 num_buckets=Size(), max_distance=Size()),
+            lambda: dict(
+                relative_position=np.arange(-3, 4),
+                bidirectional=True,
+                num_buckets=8,
+                max_distance=16,
+            ),
+            dict(
+                relative_position=Tokens(rank=None, signed=True),
+                bidirectional=Flag(),
+                num_buckets=Size(),
+                max_distance=Size(),
+            ),
         ),
         "positions.t5_bias": Row(
             "positions.t5_bias",
-            lambda: dict(T=3, S=4, bias_table=np.zeros((8, 2)), bidirectional=True,
-                         max_distance=16),
-            dict(T=Size(), S=Size(optional=True), bias_table=Floats(rank=2), bidirectional=Flag(),
-                 max_distance=Size()),
+            lambda: dict(
+                T=3, S=4, bias_table=np.zeros((8, 2)), bidirectional=True, max_distance=16
+            ),
+            dict(
+                T=Size(),
+                S=Size(optional=True),
+                bias_table=Floats(rank=2),
+                bidirectional=Flag(),
+                max_distance=Size(),
+            ),
         ),
         "positions.alibi_slopes": Row(
             "positions.alibi_slopes", lambda: dict(num_heads=2), dict(num_heads=Size())
@@ -1099,32 +1150,59 @@ PENDING = {
         "positions.attention_with_bias": Row(
             "positions.attention_with_bias",
             lambda: dict(Q=X3, K=X3, V=X3, bias=np.zeros((3, 3)), mask=np.ones((3, 3), bool)),
-            dict(Q=Floats(min_rank=2, zero_width=True), K=Floats(min_rank=2),
-                 V=Floats(min_rank=2), bias=Floats(), mask=Mask(), scale=Flag()),
+            dict(
+                Q=Floats(min_rank=2, zero_width=True),
+                K=Floats(min_rank=2),
+                V=Floats(min_rank=2),
+                bias=Floats(),
+                mask=Mask(),
+                scale=Flag(),
+            ),
         ),
     },
     "kv_cache": {
         "kv_cache.kv_cache_bytes": Row(
             "kv_cache.kv_cache_bytes",
-            lambda: dict(num_layers=1, num_kv_heads=1, d_head=2, seq_len=3, batch=1,
-                         bytes_per_value=8),
-            dict(num_layers=Size(), num_kv_heads=Size(), d_head=Size(), seq_len=Size(),
-                 batch=Size(), bytes_per_value=Size()),
+            lambda: dict(
+                num_layers=1, num_kv_heads=1, d_head=2, seq_len=3, batch=1, bytes_per_value=8
+            ),
+            dict(
+                num_layers=Size(),
+                num_kv_heads=Size(),
+                d_head=Size(),
+                seq_len=Size(),
+                batch=Size(),
+                bytes_per_value=Size(),
+            ),
         ),
         "kv_cache.KVCache": Row(
             "kv_cache.KVCache",
             lambda: dict(num_layers=1, batch=2, num_kv_heads=1, max_len=4, d_head=2),
-            dict(num_layers=Size(), batch=Size(), num_kv_heads=Size(), max_len=Size(),
-                 d_head=Size(), dtype=DType()),
+            dict(
+                num_layers=Size(),
+                batch=Size(),
+                num_kv_heads=Size(),
+                max_len=Size(),
+                d_head=Size(),
+                dtype=DType(),
+            ),
         ),
         "kv_cache.init_attention_only_model": Row(
             "kv_cache.init_attention_only_model",
-            lambda: dict(num_layers=1, d_model=4, num_heads=2, num_kv_heads=1,
-                         rng=np.random.default_rng(0)),
-            dict(num_layers=Size(), d_model=Size(), num_heads=Size(), num_kv_heads=Size(),
-                 rng=Rng(), dtype=DType()),
-            extra=[("num_heads not a multiple of num_kv_heads", dict(num_kv_heads=3),
-                    "num_kv_heads")],
+            lambda: dict(
+                num_layers=1, d_model=4, num_heads=2, num_kv_heads=1, rng=np.random.default_rng(0)
+            ),
+            dict(
+                num_layers=Size(),
+                d_model=Size(),
+                num_heads=Size(),
+                num_kv_heads=Size(),
+                rng=Rng(),
+                dtype=DType(),
+            ),
+            extra=[
+                ("num_heads not a multiple of num_kv_heads", dict(num_kv_heads=3), "num_kv_heads")
+            ],
         ),
         "kv_cache.repeat_kv_heads": Row(
             "kv_cache.repeat_kv_heads",
@@ -1133,30 +1211,55 @@ PENDING = {
         ),
         "kv_cache.grouped_query_attention": Row(
             "kv_cache.grouped_query_attention",
-            lambda: dict(X=X3, params=_kv_layers()[0], num_heads=2, num_kv_heads=1,
-                         cache=mod("kv_cache").KVCache(1, 2, 1, 4, 2), layer=0),
-            dict(X=Floats(rank=3, zero_width=True), params=Params(), num_heads=Size(),
-                 num_kv_heads=Size(), cache=Cache(), layer=Size(0)),
+            lambda: dict(
+                X=X3,
+                params=_kv_layers()[0],
+                num_heads=2,
+                num_kv_heads=1,
+                cache=mod("kv_cache").KVCache(1, 2, 1, 4, 2),
+                layer=0,
+            ),
+            dict(
+                X=Floats(rank=3, zero_width=True),
+                params=Params(),
+                num_heads=Size(),
+                num_kv_heads=Size(),
+                cache=Cache(),
+                layer=Size(0),
+            ),
         ),
         "kv_cache.attention_only_forward": Row(
             "kv_cache.attention_only_forward",
             lambda: dict(X=X3, layers=_kv_layers(), num_heads=2, num_kv_heads=1),
-            dict(X=Floats(rank=3), layers=Seq(), num_heads=Size(), num_kv_heads=Size(),
-                 cache=Cache()),
+            dict(
+                X=Floats(rank=3), layers=Seq(), num_heads=Size(), num_kv_heads=Size(), cache=Cache()
+            ),
         ),
-        "kv_cache.next_input": Row("kv_cache.next_input", lambda: dict(Y=X3),
-                                   dict(Y=Floats(rank=3, zero_width=True))),
+        "kv_cache.next_input": Row(
+            "kv_cache.next_input", lambda: dict(Y=X3), dict(Y=Floats(rank=3, zero_width=True))
+        ),
         "kv_cache.generate_without_cache": Row(
             "kv_cache.generate_without_cache",
             lambda: dict(prompt=X3, layers=_kv_layers(), num_new=2, num_heads=2, num_kv_heads=1),
-            dict(prompt=Floats(rank=3), layers=Seq(), num_new=Size(0), num_heads=Size(),
-                 num_kv_heads=Size()),
+            dict(
+                prompt=Floats(rank=3),
+                layers=Seq(),
+                num_new=Size(0),
+                num_heads=Size(),
+                num_kv_heads=Size(),
+            ),
         ),
         "kv_cache.generate_with_cache": Row(
             "kv_cache.generate_with_cache",
             lambda: dict(prompt=X3, layers=_kv_layers(), num_new=2, num_heads=2, num_kv_heads=1),
-            dict(prompt=Floats(rank=3), layers=Seq(), num_new=Size(0), num_heads=Size(),
-                 num_kv_heads=Size(), cache=Cache()),
+            dict(
+                prompt=Floats(rank=3),
+                layers=Seq(),
+                num_new=Size(0),
+                num_heads=Size(),
+                num_kv_heads=Size(),
+                cache=Cache(),
+            ),
         ),
         "kv_cache.decoder_cache": Row(
             "kv_cache.decoder_cache",
@@ -1165,26 +1268,48 @@ PENDING = {
         ),
         "kv_cache.decoder_forward_with_cache": Row(
             "kv_cache.decoder_forward_with_cache",
-            lambda: dict(params=PARAMS, config=CFG, tokens=TOKENS,
-                         cache=mod("kv_cache").decoder_cache(CFG, 2), positions=np.arange(3)),
-            dict(params=Params(), config=Config(), tokens=Tokens(), cache=Cache(),
-                 positions=Tokens(rank=1)),
+            lambda: dict(
+                params=PARAMS,
+                config=CFG,
+                tokens=TOKENS,
+                cache=mod("kv_cache").decoder_cache(CFG, 2),
+                positions=np.arange(3),
+            ),
+            dict(
+                params=Params(),
+                config=Config(),
+                tokens=Tokens(),
+                cache=Cache(),
+                positions=Tokens(rank=1),
+            ),
         ),
         "kv_cache.generate_greedy_with_cache": Row(
             "kv_cache.generate_greedy_with_cache",
-            lambda: dict(params=PARAMS, config=CFG, start=TOKENS[:, :1], num_new=2,
-                         position_offset=True),
-            dict(params=Params(), config=Config(), start=Tokens(), num_new=Size(0),
-                 position_offset=Flag()),
+            lambda: dict(
+                params=PARAMS, config=CFG, start=TOKENS[:, :1], num_new=2, position_offset=True
+            ),
+            dict(
+                params=Params(),
+                config=Config(),
+                start=Tokens(),
+                num_new=Size(0),
+                position_offset=Flag(),
+            ),
         ),
     },
     "blocked_attention": {
         "blocked_attention.blocked_attention": Row(
             "blocked_attention.blocked_attention",
             lambda: dict(Q=X3, K=X3, V=X3, causal=True, scale=True, block_q=2, block_k=2),
-            dict(Q=Floats(min_rank=2, zero_width=True), K=Floats(min_rank=2),
-                 V=Floats(min_rank=2), causal=Flag(), scale=Flag(), block_q=Size(),
-                 block_k=Size()),
+            dict(
+                Q=Floats(min_rank=2, zero_width=True),
+                K=Floats(min_rank=2),
+                V=Floats(min_rank=2),
+                causal=Flag(),
+                scale=Flag(),
+                block_q=Size(),
+                block_k=Size(),
+            ),
             extra=[("zero-width Q and K", dict(Q=X3[..., :0], K=X3[..., :0]), "d_h")],
         ),
         "blocked_attention.tile_counts": Row(
@@ -1200,11 +1325,13 @@ PENDING = {
     },
     "measuring": {
         "measuring.min_time": Row(
-            "measuring.min_time", lambda: dict(fn=lambda: None, repeats=2, warmup=1),
+            "measuring.min_time",
+            lambda: dict(fn=lambda: None, repeats=2, warmup=1),
             dict(fn=Func(), repeats=Size(), warmup=Size(0)),
         ),
         "measuring.wall_and_cpu": Row(
-            "measuring.wall_and_cpu", lambda: dict(fn=lambda: None, repeats=2),
+            "measuring.wall_and_cpu",
+            lambda: dict(fn=lambda: None, repeats=2),
             dict(fn=Func(), repeats=Size()),
         ),
         "measuring.side_by_side": Row(
@@ -1217,11 +1344,11 @@ PENDING = {
         ),
         "measuring.minor_faults": Row("measuring.minor_faults", lambda: dict(), dict()),
         "measuring.count_faults": Row(
-            "measuring.count_faults", lambda: dict(fn=lambda: None, repeats=2),
+            "measuring.count_faults",
+            lambda: dict(fn=lambda: None, repeats=2),
             dict(fn=Func(), repeats=Size()),
         ),
-        "measuring.pages": Row("measuring.pages", lambda: dict(nbytes=5000),
-                               dict(nbytes=Size(0))),
+        "measuring.pages": Row("measuring.pages", lambda: dict(nbytes=5000), dict(nbytes=Size(0))),
         "measuring.allocator_variable": Row(
             "measuring.allocator_variable", lambda: dict(name="MALLOC_X"), dict(name=Text())
         ),
@@ -1231,7 +1358,8 @@ PENDING = {
             dict(setting=Choice(), base=Params(empty_ok=True)),
         ),
         "measuring.run_in_child": Row(
-            "measuring.run_in_child", None,
+            "measuring.run_in_child",
+            None,
             dict(code=Text(), setting=Choice()),
         ),
     },
@@ -1250,10 +1378,172 @@ PENDING = {
     "exercises.ch09": {
         "exercises.ch09.reference_cache_bytes": Row(
             "exercises.ch09.reference_cache_bytes",
-            lambda: dict(num_layers=1, num_heads=2, num_kv_heads=1, d_model=4, seq_len=3,
-                         batch=1, dtype=np.float32),
-            dict(num_layers=Size(), num_heads=Size(), num_kv_heads=Size(), d_model=Size(),
-                 seq_len=Size(), batch=Size(), dtype=DType()),
+            lambda: dict(
+                num_layers=1,
+                num_heads=2,
+                num_kv_heads=1,
+                d_model=4,
+                seq_len=3,
+                batch=1,
+                dtype=np.float32,
+            ),
+            dict(
+                num_layers=Size(),
+                num_heads=Size(),
+                num_kv_heads=Size(),
+                d_model=Size(),
+                seq_len=Size(),
+                batch=Size(),
+                dtype=DType(),
+            ),
+        ),
+    },
+    "interventions": {
+        "interventions.check_attention_weights": Row(
+            "interventions.check_attention_weights",
+            lambda: dict(
+                fn="f",
+                weights=np.full((2, 3, 3), 1 / 3),
+                visible=np.ones((2, 3, 3), bool),
+                dtype=np.float64,
+            ),
+            dict(
+                fn=CALLER,
+                weights=Floats(min_rank=2),
+                visible=Free("the head's own visibility, from the package"),
+                dtype=Free("the model's dtype, from the package"),
+            ),
+        ),
+        "interventions.uniform_weights": Row(
+            "interventions.uniform_weights",
+            lambda: dict(weights=np.full((2, 3, 3), 1 / 3), visible=np.ones((3, 3), bool)),
+            dict(weights=Floats(), visible=Mask(required=True)),
+        ),
+        "interventions.permuted_weights": Row(
+            "interventions.permuted_weights",
+            lambda: dict(rng=np.random.default_rng(0)),
+            dict(rng=Rng()),
+        ),
+        "interventions.forward_with_interventions": Row(
+            "interventions.forward_with_interventions",
+            lambda: dict(
+                params=PARAMS,
+                config=CFG,
+                tokens=TOKENS,
+                ablate=[(0, 0)],
+                replace={(0, 1): mod("interventions").uniform_weights},
+                patch=None,
+                token_edits={0: 1},
+                attn_mask=np.ones((3, 3), bool),
+            ),
+            dict(
+                params=Params(),
+                config=Config(),
+                tokens=Tokens(),
+                ablate=Seq(),
+                replace=Params(empty_ok=True),
+                patch=Params(empty_ok=True),
+                token_edits=Params(empty_ok=True),
+                attn_mask=Mask(),
+            ),
+            extra=[
+                ("ablate a head that does not exist", dict(ablate=[(0, 5)]), "head"),
+                ("ablate a layer that does not exist", dict(ablate=[(3, 0)]), "layer"),
+            ],
+        ),
+        "interventions.generate_with_interventions": Row(
+            "interventions.generate_with_interventions",
+            lambda: dict(
+                params=PARAMS,
+                config=CFG,
+                start=TOKENS[:, :1],
+                num_new=2,
+                kwargs=dict(ablate=[(0, 0)]),
+            ),
+            dict(
+                params=Params(),
+                config=Config(),
+                start=Tokens(),
+                num_new=Size(0),
+                kwargs=Free("the interventions, checked by forward_with_interventions"),
+            ),
+        ),
+        "interventions.total_variation": Row(
+            "interventions.total_variation",
+            lambda: dict(p=P3, q=P3[::-1]),
+            dict(p=Floats(), q=Floats()),
+        ),
+        "interventions.js_divergence": Row(
+            "interventions.js_divergence",
+            lambda: dict(p=P3, q=P3[::-1]),
+            dict(p=Floats(), q=Floats()),
+        ),
+        "interventions.js_divergence_grad_logits": Row(
+            "interventions.js_divergence_grad_logits",
+            lambda: dict(p=P3, z=X3, visible=np.ones((2, 3, 4), bool)),
+            dict(p=Floats(), z=Floats(), visible=Mask(required=True)),
+        ),
+        "interventions.adversarial_weights": Row(
+            "interventions.adversarial_weights",
+            lambda: dict(
+                params=PARAMS,
+                config=CFG,
+                tokens=TOKENS,
+                layer=0,
+                head=1,
+                rows=np.array([2]),
+                steps=2,
+                step_size=4.0,
+                init_scale=0.5,
+                seed=0,
+                min_step=1e-6,
+                max_tv=0.5,
+            ),
+            dict(
+                params=Params(),
+                config=Config(),
+                tokens=Tokens(),
+                layer=Size(0),
+                head=Size(0),
+                rows=Tokens(rank=1),
+                steps=Size(0),
+                step_size=Real(),
+                init_scale=Real(strict=False),
+                seed=Size(0),
+                min_step=Real(),
+                max_tv=Real(),
+            ),
+        ),
+        "interventions.output_distributions": Row(
+            "interventions.output_distributions",
+            lambda: dict(logits=X3),
+            dict(logits=Floats()),
+        ),
+    },
+    "circuits": {
+        "circuits.qk_terms": Row(
+            "circuits.qk_terms",
+            lambda: dict(params=PARAMS, config=CFG, tokens=TOKENS, head=1),
+            dict(params=Params(), config=Config(), tokens=Tokens(), head=Size(0)),
+            extra=[("head past the last", dict(head=2), "head")],
+        ),
+        "circuits.ov_circuit": Row(
+            "circuits.ov_circuit",
+            lambda: dict(
+                params=PARAMS, config=CFG, head=0, positions=np.arange(3), symbols=np.arange(4)
+            ),
+            dict(
+                params=Params(),
+                config=Config(),
+                head=Size(0),
+                positions=Tokens(rank=1),
+                symbols=Tokens(rank=1),
+            ),
+        ),
+        "circuits.copying_score": Row(
+            "circuits.copying_score",
+            lambda: dict(circuit=X3[0, :3, :3]),
+            dict(circuit=Floats(rank=2, ints_ok=True)),
         ),
     },
 }
@@ -1288,6 +1578,21 @@ RECORDS = {
     # The reference solutions of the exercises: the code a reader is asked to write, kept as
     # plain as the hidden solution; only the checkers call them, with the package's own inputs.
     "exercises.ch00.reference_lookup": "an exercise's reference solution",
+    "interventions.InterventionResult": "returned by forward_with_interventions",
+    "interventions.AdversarialResult": "returned by adversarial_weights",
+    "circuits.QKTerms": "returned by qk_terms",
+    **{
+        f"exercises.ch13.{n}": "an attention variant fed to the reader's check"
+        for n in (
+            "causal",
+            "no_mask",
+            "wrong_axis",
+            "mask_after_softmax",
+            "one_key_ahead",
+            "diagonal_hidden",
+            "finite_mask",
+        )
+    },
 }
 
 #: Modules that other branches were still changing when this table was written; they have no
@@ -1300,19 +1605,15 @@ NOT_COVERED = {
     "exercises.ch09",
     "exercises.ch10",
     "exercises.ch11",
-    "exercises.ch12",
-    "exercises.ch13",
     "label_smoothing",
     "schedules",
     "seq2seq",
     "bootstrap",
     "direction_ablation",
     "extrapolation",
-    "circuits",
     "blocked_attention",
     "encoder_decoder",
     "experiment",
-    "interventions",
     "kv_cache",
     "positions",
     "probe",
@@ -1321,6 +1622,8 @@ NOT_COVERED = {
 }
 PENDING["exercises.ch08"] |= _checker_rows("ch08", "check_merge", arg="merge")
 PENDING["exercises.ch09"] |= _checker_rows("ch09", "check_cache_bytes")
+PENDING["exercises.ch12"] = _checker_rows("ch12", "check_total_variation")
+PENDING["exercises.ch13"] = _checker_rows("ch13", "check_causality_check")
 for _module, _rows in PENDING.items():
     if _module not in NOT_COVERED:
         API |= _rows
