@@ -362,6 +362,40 @@ def _tile(k):
     return mod("exercises.ch08").tile_state(X3[0], X3[k], X3[k])
 
 
+_XCFG = dict(
+    positions="learned",
+    seed=0,
+    offset=1,
+    train_length=4,
+    longest=8,
+    steps=1,
+    batch_size=2,
+    lr=1e-3,
+    d_model=8,
+    num_heads=2,
+    num_layers=1,
+    d_ff=8,
+    dtype="float64",
+)
+_CACHE = {}
+
+
+def _xconfig():
+    return mod("extrapolation").ExtrapolationConfig(**_XCFG)
+
+
+def _xparams():
+    if "xparams" not in _CACHE:
+        _CACHE["xparams"] = mod("extrapolation").train_k_back(_xconfig())[0]
+    return _CACHE["xparams"]
+
+
+def _xresult():
+    if "xresult" not in _CACHE:
+        _CACHE["xresult"] = mod("extrapolation").run_one(_xconfig())
+    return _CACHE["xresult"]
+
+
 def STUB(*args, **kwargs):
     """A reader's function for the exercise checkers: the stub ('not attempted yet')."""
     raise NotImplementedError
@@ -1220,13 +1254,14 @@ PENDING = {
                 layer=0,
             ),
             dict(
-                X=Floats(rank=3, zero_width=True),
+                X=Floats(rank=3),
                 params=Params(),
                 num_heads=Size(),
                 num_kv_heads=Size(),
                 cache=Cache(),
                 layer=Size(0),
             ),
+            extra=[("zero-width X", dict(X=X3[..., :0]), "d_model")],
         ),
         "kv_cache.attention_only_forward": Row(
             "kv_cache.attention_only_forward",
@@ -1361,41 +1396,6 @@ PENDING = {
             "measuring.run_in_child",
             None,
             dict(code=Text(), setting=Choice()),
-        ),
-    },
-    "exercises.ch08": {
-        "exercises.ch08.tile_state": Row(
-            "exercises.ch08.tile_state",
-            lambda: dict(q=X3[0], K=X3[1], V=X3[1]),
-            dict(q=Floats(rank=2, zero_width=True), K=Floats(rank=2), V=Floats(rank=2)),
-        ),
-        "exercises.ch08.reference_merge": Row(
-            "exercises.ch08.reference_merge",
-            lambda: dict(first=_tile(0), second=_tile(1)),
-            dict(first=Seq(), second=Seq()),
-        ),
-    },
-    "exercises.ch09": {
-        "exercises.ch09.reference_cache_bytes": Row(
-            "exercises.ch09.reference_cache_bytes",
-            lambda: dict(
-                num_layers=1,
-                num_heads=2,
-                num_kv_heads=1,
-                d_model=4,
-                seq_len=3,
-                batch=1,
-                dtype=np.float32,
-            ),
-            dict(
-                num_layers=Size(),
-                num_heads=Size(),
-                num_kv_heads=Size(),
-                d_model=Size(),
-                seq_len=Size(),
-                batch=Size(),
-                dtype=DType(),
-            ),
         ),
     },
     "interventions": {
@@ -1546,6 +1546,89 @@ PENDING = {
             dict(circuit=Floats(rank=2, ints_ok=True)),
         ),
     },
+    "extrapolation": {
+        "extrapolation.ExtrapolationConfig": Row(
+            "extrapolation.ExtrapolationConfig",
+            lambda: dict(_XCFG),
+            dict(
+                positions=Choice(),
+                seed=Size(0),
+                offset=Size(),
+                train_length=Size(),
+                longest=Size(),
+                steps=Size(),
+                batch_size=Size(),
+                lr=Real(),
+                d_model=Size(),
+                num_heads=Size(),
+                num_layers=Size(),
+                d_ff=Size(),
+                dtype=Choice(),
+            ),
+            extra=[
+                ("offset not below train_length", dict(offset=4), "offset"),
+                ("longest below train_length", dict(longest=3), "longest"),
+            ],
+        ),
+        "extrapolation.k_back_batch": Row(
+            "extrapolation.k_back_batch",
+            lambda: dict(rng=np.random.default_rng(0), batch_size=2, length=4, offset=1),
+            dict(rng=Rng(), batch_size=Size(), length=Size(), offset=Size()),
+        ),
+        "extrapolation.train_k_back": Row(
+            "extrapolation.train_k_back", lambda: dict(config=_xconfig()), dict(config=Config())
+        ),
+        "extrapolation.interpolated_rope": Row(
+            "extrapolation.interpolated_rope",
+            None,  # a context manager whose valid use fails in main today (model.apply_rope)
+            dict(train_length=Size(), length=Size()),
+        ),
+        "extrapolation.accuracy_by_position": Row(
+            "extrapolation.accuracy_by_position",
+            lambda: dict(
+                params=_xparams(),
+                config=_xconfig(),
+                length=8,
+                n=4,
+                seed=0,
+                interpolate=False,
+                window=2,
+                distances=None,
+                read_offset=1,
+            ),
+            dict(
+                params=Params(),
+                config=Config(),
+                length=Size(),
+                n=Size(),
+                seed=Size(0),
+                interpolate=Flag(),
+                window=Size(),
+                distances=Seq(),
+                read_offset=Size(),
+            ),
+        ),
+        "extrapolation.run_one": Row(
+            "extrapolation.run_one",
+            lambda: dict(config=_xconfig(), keep=False),
+            dict(config=Config(), keep=Flag()),
+        ),
+        "extrapolation.run_configs": Row(
+            "extrapolation.run_configs",
+            lambda: dict(configs=[], workers=1),
+            dict(configs=Seq(), workers=Size()),
+        ),
+        "extrapolation.past_training_accuracy": Row(
+            "extrapolation.past_training_accuracy",
+            lambda: dict(result=_xresult(), length=8),
+            dict(result=Config(), length=Size()),
+        ),
+        "extrapolation.in_range_accuracy": Row(
+            "extrapolation.in_range_accuracy",
+            lambda: dict(result=_xresult()),
+            dict(result=Config()),
+        ),
+    },
 }
 
 #: Public NamedTuples and dataclasses that the package builds and returns: records of results,
@@ -1578,6 +1661,13 @@ RECORDS = {
     # The reference solutions of the exercises: the code a reader is asked to write, kept as
     # plain as the hidden solution; only the checkers call them, with the package's own inputs.
     "exercises.ch00.reference_lookup": "an exercise's reference solution",
+    "exercises.ch08.tile_state": "an exercise's reference solution",
+    "exercises.ch08.reference_merge": "an exercise's reference solution",
+    "exercises.ch09.reference_cache_bytes": "an exercise's reference solution",
+    "blocked_attention.BlockedAttentionCache": "returned by blocked_attention",
+    "blocked_attention.TileCounts": "returned by tile_counts",
+    "measuring.Counted": "returned by count_faults",
+    "extrapolation.ExtrapolationResult": "returned by run_one",
     "interventions.InterventionResult": "returned by forward_with_interventions",
     "interventions.AdversarialResult": "returned by adversarial_weights",
     "circuits.QKTerms": "returned by qk_terms",
@@ -1598,11 +1688,7 @@ RECORDS = {
 #: Modules that other branches were still changing when this table was written; they have no
 #: rows yet and are named in the report as not covered.
 NOT_COVERED = {
-    "measuring",
-    "exercises.ch05",
     "exercises.ch07",
-    "exercises.ch08",
-    "exercises.ch09",
     "exercises.ch10",
     "exercises.ch11",
     "label_smoothing",
@@ -1610,18 +1696,16 @@ NOT_COVERED = {
     "seq2seq",
     "bootstrap",
     "direction_ablation",
-    "extrapolation",
-    "blocked_attention",
     "encoder_decoder",
     "experiment",
-    "kv_cache",
-    "positions",
     "probe",
     "tasks",
     "train",
 }
-PENDING["exercises.ch08"] |= _checker_rows("ch08", "check_merge", arg="merge")
-PENDING["exercises.ch09"] |= _checker_rows("ch09", "check_cache_bytes")
+PENDING["exercises.ch05"] = _checker_rows("ch05", "check_rope")
+PENDING["exercises.ch08"] = _checker_rows("ch08", "check_merge", arg="merge")
+PENDING["exercises.ch08"]["exercises.ch08.check_merge"].words = {"merge": "must be a function"}
+PENDING["exercises.ch09"] = _checker_rows("ch09", "check_cache_bytes")
 PENDING["exercises.ch12"] = _checker_rows("ch12", "check_total_variation")
 PENDING["exercises.ch13"] = _checker_rows("ch13", "check_causality_check")
 for _module, _rows in PENDING.items():
