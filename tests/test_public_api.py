@@ -452,6 +452,43 @@ def _s2s():
     return _CACHE["s2s"]
 
 
+_FEAT = np.random.default_rng(7).normal(size=(6, 3))
+_LAB = np.array([0, 1, 0, 1, 0, 1])
+_ACC = np.array([0.5, 0.75, 1.0])
+_TCFG = dict(
+    task="copy",
+    length=2,
+    seed=0,
+    steps=1,
+    batch_size=2,
+    lr=1e-3,
+    d_model=8,
+    num_heads=2,
+    num_layers=1,
+    d_ff=None,
+    ln="pre",
+    scale=True,
+    positions=True,
+    prompt_attention="causal",
+    dtype="float64",
+    warmup_steps=0,
+)
+
+
+def _probe():
+    return mod("probe").fit_linear_probe(_FEAT, _LAB, 2)
+
+
+def _tconfig():
+    return mod("train").TrainConfig(**_TCFG)
+
+
+def _tparams():
+    if "tparams" not in _CACHE:
+        _CACHE["tparams"] = mod("train").train(_tconfig()).params
+    return _CACHE["tparams"]
+
+
 def STUB(*args, **kwargs):
     """A reader's function for the exercise checkers: the stub ('not attempted yet')."""
     raise NotImplementedError
@@ -1928,6 +1965,284 @@ PENDING = {
             extra=[("plant_at past the end", dict(plant_at=3), "plant_at")],
         ),
     },
+    "tasks": {
+        "tasks.answer": Row(
+            "tasks.answer",
+            lambda: dict(prompts=TOKENS, task="sort"),
+            dict(prompts=Tokens(rank=None), task=Choice()),
+        ),
+        "tasks.random_prompts": Row(
+            "tasks.random_prompts",
+            lambda: dict(rng=np.random.default_rng(0), batch_size=2, length=3),
+            dict(rng=Rng(), batch_size=Size(), length=Size()),
+        ),
+        "tasks.make_batch": Row(
+            "tasks.make_batch",
+            lambda: dict(
+                rng=np.random.default_rng(0), batch_size=2, length=3, task="copy", dtype=np.float64
+            ),
+            dict(rng=Rng(), batch_size=Size(), length=Size(), task=Choice(), dtype=DType()),
+        ),
+        "tasks.evaluation_prompts": Row(
+            "tasks.evaluation_prompts",
+            lambda: dict(n=2, length=3, seed=1),
+            dict(n=Size(), length=Size(), seed=Size(0)),
+        ),
+        "tasks.with_separator": Row(
+            "tasks.with_separator", lambda: dict(prompts=TOKENS), dict(prompts=Tokens())
+        ),
+        "tasks.distinct_share": Row(
+            "tasks.distinct_share",
+            lambda: dict(length=3, alphabet_size=20),
+            dict(length=Size(), alphabet_size=Size()),
+        ),
+    },
+    "probe": {
+        "probe.fit_linear_probe": Row(
+            "probe.fit_linear_probe",
+            lambda: dict(features=_FEAT, labels=_LAB, num_classes=2, ridge=1e-3),
+            dict(
+                features=Floats(rank=2),
+                labels=Tokens(rank=1),
+                num_classes=Size(2),
+                ridge=Real(strict=False),
+            ),
+        ),
+        "probe.probe_predict": Row(
+            "probe.probe_predict",
+            lambda: dict(probe=_probe(), features=_FEAT),
+            dict(probe=Config(), features=Floats(rank=2)),
+        ),
+        "probe.probe_accuracy": Row(
+            "probe.probe_accuracy",
+            lambda: dict(probe=_probe(), features=_FEAT, labels=_LAB),
+            dict(probe=Config(), features=Floats(rank=2), labels=Tokens(rank=1)),
+        ),
+        "probe.probe_directions": Row(
+            "probe.probe_directions", lambda: dict(probe=_probe()), dict(probe=Config())
+        ),
+    },
+    "bootstrap": {
+        "bootstrap.resampled_means": Row(
+            "bootstrap.resampled_means",
+            lambda: dict(accuracies=_ACC, n=10, rng=np.random.default_rng(0), resamples=1000),
+            dict(accuracies=Floats(rank=1), n=Size(), rng=Rng(), resamples=Size(1000)),
+        ),
+        "bootstrap.percentile_interval": Row(
+            "bootstrap.percentile_interval",
+            lambda: dict(draws=_ACC, level=0.9),
+            dict(draws=Floats(rank=1), level=Real()),
+            extra=[("level 1", dict(level=1.0), "level")],
+        ),
+        "bootstrap.mean_interval": Row(
+            "bootstrap.mean_interval",
+            lambda: dict(accuracies=_ACC, n=10, seed=0, resamples=1000, level=0.9),
+            dict(
+                accuracies=Floats(rank=1),
+                n=Size(),
+                seed=Size(0),
+                resamples=Size(1000),
+                level=Real(),
+            ),
+        ),
+        "bootstrap.difference_interval": Row(
+            "bootstrap.difference_interval",
+            lambda: dict(first=_ACC, second=_ACC[::-1], n=10, seed=0, resamples=1000, level=0.9),
+            dict(
+                first=Floats(rank=1),
+                second=Floats(rank=1),
+                n=Size(),
+                seed=Size(0),
+                resamples=Size(1000),
+                level=Real(),
+            ),
+        ),
+        "bootstrap.item_mean_interval": Row(
+            "bootstrap.item_mean_interval",
+            lambda: dict(values=np.ones((2, 3)), seed=0, resamples=1000, level=0.9),
+            dict(
+                values=Floats(rank=2, ints_ok=True),
+                seed=Size(0),
+                resamples=Size(1000),
+                level=Real(),
+            ),
+        ),
+    },
+    "direction_ablation": {
+        "direction_ablation.orthonormal_basis": Row(
+            "direction_ablation.orthonormal_basis",
+            lambda: dict(directions=np.eye(2, 4)),
+            dict(directions=Floats(rank=2, zero_width=True)),
+        ),
+        "direction_ablation.remove_directions": Row(
+            "direction_ablation.remove_directions",
+            lambda: dict(x=X3, directions=np.eye(1, 4), center=np.zeros(4)),
+            dict(x=Floats(), directions=Floats(rank=2), center=Floats(rank=1)),
+        ),
+        "direction_ablation.random_directions": Row(
+            "direction_ablation.random_directions",
+            lambda: dict(rng=np.random.default_rng(0), k=2, d=4),
+            dict(rng=Rng(), k=Size(), d=Size()),
+        ),
+        "direction_ablation.forward_removing": Row(
+            "direction_ablation.forward_removing",
+            lambda: dict(
+                params=PARAMS,
+                config=CFG,
+                tokens=TOKENS,
+                after_block=0,
+                directions=np.eye(1, 8),
+                center=np.zeros(8),
+                attn_mask=np.ones((3, 3), bool),
+            ),
+            dict(
+                params=Params(),
+                config=Config(),
+                tokens=Tokens(),
+                after_block=Size(0),
+                directions=Floats(rank=2),
+                center=Floats(rank=1),
+                attn_mask=Mask(),
+            ),
+        ),
+        "direction_ablation.generate_removing": Row(
+            "direction_ablation.generate_removing",
+            lambda: dict(
+                params=PARAMS,
+                config=CFG,
+                start=TOKENS[:, :1],
+                num_new=2,
+                after_block=0,
+                directions=np.eye(1, 8),
+                center=None,
+            ),
+            dict(
+                params=Params(),
+                config=Config(),
+                start=Tokens(),
+                num_new=Size(0),
+                after_block=Size(0),
+                directions=Floats(rank=2),
+                center=Floats(rank=1),
+            ),
+        ),
+    },
+    "train": {
+        "train.TrainConfig": Row(
+            "train.TrainConfig",
+            lambda: dict(_TCFG),
+            dict(
+                task=Choice(),
+                length=Size(),
+                seed=Size(0),
+                steps=Size(),
+                batch_size=Size(),
+                lr=Real(),
+                d_model=Size(),
+                num_heads=Size(),
+                num_layers=Size(),
+                d_ff=Size(optional=True),
+                ln=Choice(),
+                scale=Flag(),
+                positions=Flag(),
+                prompt_attention=Choice(),
+                dtype=Choice(),
+                warmup_steps=Size(0),
+            ),
+        ),
+        "train.one_blas_thread": Row("train.one_blas_thread", lambda: dict(), dict(), enter=True),
+        "train.learning_rate": Row(
+            "train.learning_rate",
+            lambda: dict(config=_tconfig(), step=0),
+            dict(config=Config(), step=Size(0)),
+        ),
+        "train.block_grad_norms": Row(
+            "train.block_grad_norms",
+            lambda: dict(grads={"block0.ln1.gamma": ONES}, num_layers=1),
+            dict(grads=Params(empty_ok=True), num_layers=Size()),
+        ),
+        "train.prompt_attention_mask": Row(
+            "train.prompt_attention_mask",
+            lambda: dict(length=2, total=5, bidirectional=True),
+            dict(length=Size(), total=Size(), bidirectional=Flag()),
+            extra=[("total below length", dict(total=1), "total")],
+        ),
+        "train.train": Row(
+            "train.train",
+            lambda: dict(config=_tconfig(), progress=lambda i, n: None, record_grad_norms=True),
+            dict(config=Config(), progress=Func(), record_grad_norms=Flag()),
+        ),
+        "train.generate": Row(
+            "train.generate",
+            lambda: dict(next_logits=lambda t: np.zeros(t.shape + (7,)), start=TOKENS, num_new=2),
+            dict(next_logits=Func(), start=Tokens(), num_new=Size(0)),
+        ),
+        "train.model_logits": Row(
+            "train.model_logits",
+            lambda: dict(params=PARAMS, model_config=CFG, attn_mask_fn=None),
+            dict(params=Params(), model_config=Config(), attn_mask_fn=Func()),
+        ),
+        "train.evaluate": Row(
+            "train.evaluate",
+            lambda: dict(params=_tparams(), config=_tconfig(), n=3, seed=1, prompts=None),
+            dict(params=Params(), config=Config(), n=Size(), seed=Size(0), prompts=Tokens()),
+        ),
+    },
+    "experiment": {
+        "experiment.source_grid": Row("experiment.source_grid", lambda: dict(), dict()),
+        "experiment.seed_grid": Row(
+            "experiment.seed_grid",
+            lambda: dict(tasks=["copy"], lengths=[2], seeds=[0], name="b", changes=dict(steps=1)),
+            dict(
+                tasks=Seq(),
+                lengths=Seq(),
+                seeds=Seq(),
+                name=Text(),
+                changes=Free("TrainConfig fields, checked by TrainConfig"),
+            ),
+        ),
+        "experiment.run_under_environments": Row(
+            "experiment.run_under_environments",
+            lambda: dict(configs=[], environments={"a": {}}, workers=1),
+            dict(configs=Seq(), environments=Params(), workers=Size()),
+        ),
+        "experiment.run_job": Row(
+            "experiment.run_job",
+            lambda: dict(
+                job=mod("experiment").Job("j", _tconfig()), keep=False, eval_size=2, eval_seed=1
+            ),
+            dict(job=Config(), keep=Flag(), eval_size=Size(), eval_seed=Size(0)),
+        ),
+        "experiment.worker_count": Row(
+            "experiment.worker_count",
+            lambda: dict(num_jobs=3, workers=1),
+            dict(num_jobs=Size(0), workers=Size()),
+        ),
+        "experiment.run_grid": Row(
+            "experiment.run_grid",
+            lambda: dict(jobs=[], workers=1, keep=False, on_result=lambda i, r: None),
+            dict(jobs=Seq(), workers=Size(), keep=Flag(), on_result=Func()),
+        ),
+        "experiment.cli_arguments": Row(
+            "experiment.cli_arguments", lambda: dict(config=_tconfig()), dict(config=Config())
+        ),
+        "experiment.run_in_subprocesses": Row(
+            "experiment.run_in_subprocesses",
+            lambda: dict(runs=[], workers=1),
+            dict(runs=Seq(), workers=Size()),
+        ),
+        "experiment.build_parser": Row("experiment.build_parser", lambda: dict(), dict()),
+        "experiment.config_from_args": Row(
+            "experiment.config_from_args",
+            lambda: dict(args=mod("experiment").build_parser().parse_args([])),
+            dict(args=Config()),
+        ),
+        "experiment.main": Row(
+            "experiment.main",
+            None,
+            dict(argv=Free("a command line: argparse reports its errors and exits")),
+        ),
+    },
 }
 
 #: Public NamedTuples and dataclasses that the package builds and returns: records of results,
@@ -1975,6 +2290,14 @@ RECORDS = {
     "seq2seq.ReversalBatch": "returned by reversal_batch",
     "seq2seq.Seq2SeqResult": "returned by train_reversal",
     "seq2seq.ExposureBias": "returned by exposure_bias",
+    "train.TrainResult": "returned by train",
+    "train.Evaluation": "returned by evaluate",
+    "tasks.Batch": "returned by make_batch",
+    "probe.LinearProbe": "returned by fit_linear_probe",
+    "bootstrap.Interval": "returned by the interval functions",
+    "experiment.Job": "a (name, TrainConfig) pair: TrainConfig checks itself, run_grid the type",
+    "experiment.RunResult": "returned by run_job",
+    "exercises.ch10.reference": "an exercise's reference solution",
     "interventions.InterventionResult": "returned by forward_with_interventions",
     "interventions.AdversarialResult": "returned by adversarial_weights",
     "circuits.QKTerms": "returned by qk_terms",
@@ -2011,6 +2334,8 @@ PENDING["exercises.ch09"] = _checker_rows("ch09", "check_cache_bytes")
 PENDING["exercises.ch12"] = _checker_rows("ch12", "check_total_variation")
 PENDING["exercises.ch13"] = _checker_rows("ch13", "check_causality_check")
 PENDING["exercises.ch07"] = _checker_rows("ch07", "check_label_smoothing")
+PENDING["exercises.ch10"] = _checker_rows("ch10", "check_accuracies")
+PENDING["exercises.ch11"] = _checker_rows("ch11", "check_remove_directions")
 for _module, _rows in PENDING.items():
     if _module not in NOT_COVERED:
         API |= _rows
