@@ -2345,12 +2345,16 @@ for _module, _rows in PENDING.items():
 SKIPPED_MODULES = {"__main__"}
 
 
+def _not_covered(short):
+    return short in NOT_COVERED or short.split(".")[0] in NOT_COVERED
+
+
 def _public_names():
     """'module.name' of every public function or class defined in an npformer module."""
     names = set()
     for info in pkgutil.walk_packages(npformer.__path__, "npformer."):
         short = info.name.removeprefix("npformer.")
-        if short in SKIPPED_MODULES or short in NOT_COVERED or short.split(".")[0] in NOT_COVERED:
+        if short in SKIPPED_MODULES or _not_covered(short):
             continue
         module = importlib.import_module(info.name)
         for name, obj in vars(module).items():
@@ -2363,7 +2367,7 @@ def _public_names():
 
 def test_the_table_is_complete():
     public = _public_names()
-    listed = set(API) | set(RECORDS)
+    listed = set(API) | {k for k in RECORDS if not _not_covered(k.rsplit(".", 1)[0])}
     missing = sorted(public - listed)
     assert not missing, f"public functions without a row in tests/test_public_api.py: {missing}"
     stale = sorted(listed - public)
