@@ -113,13 +113,16 @@ class Floats(Kind):
     ``zero_width`` marks arguments whose last axis of length 0 makes the result undefined.
     """
 
-    def __init__(self, rank=None, min_rank=1, zero_width=False, ints_ok=False):
+    def __init__(self, rank=None, min_rank=1, zero_width=False, ints_ok=False, bools_ok=False):
         self.rank, self.min_rank, self.zero_width = rank, min_rank, zero_width
-        self.ints_ok = ints_ok  # integers are numbers here (converted to float)
+        self.ints_ok = ints_ok or bools_ok  # integers are numbers here (converted to float)
+        self.bools_ok = bools_ok  # 0/1 scores: bools are numbers too
 
     def bad(self, good):
         good = np.asarray(good)
-        out = [("None", None), ("str", "x"), ("bool dtype", good > 0)]
+        out = [("None", None), ("str", "x")]
+        if not self.bools_ok:
+            out.append(("bool dtype", good > 0))
         if not self.ints_ok:
             out.append(("int dtype", np.round(good).astype(np.int64)))
         if self.rank is not None:
@@ -1981,7 +1984,13 @@ PENDING = {
             lambda: dict(
                 rng=np.random.default_rng(0), batch_size=2, length=3, task="copy", dtype=np.float64
             ),
-            dict(rng=Rng(), batch_size=Size(), length=Size(), task=Choice(), dtype=DType()),
+            dict(
+                rng=Rng(),
+                batch_size=Size(),
+                length=Size(),
+                task=Choice(),
+                dtype=DType(floating=False),
+            ),
         ),
         "tasks.evaluation_prompts": Row(
             "tasks.evaluation_prompts",
@@ -2003,10 +2012,11 @@ PENDING = {
             lambda: dict(features=_FEAT, labels=_LAB, num_classes=2, ridge=1e-3),
             dict(
                 features=Floats(rank=2),
-                labels=Tokens(rank=1),
+                labels=Tokens(rank=1, signed=True),
                 num_classes=Size(2),
                 ridge=Real(strict=False),
             ),
+            extra=[("a label past num_classes", dict(labels=_LAB + 2), "num_classes")],
         ),
         "probe.probe_predict": Row(
             "probe.probe_predict",
@@ -2016,7 +2026,7 @@ PENDING = {
         "probe.probe_accuracy": Row(
             "probe.probe_accuracy",
             lambda: dict(probe=_probe(), features=_FEAT, labels=_LAB),
-            dict(probe=Config(), features=Floats(rank=2), labels=Tokens(rank=1)),
+            dict(probe=Config(), features=Floats(rank=2), labels=Tokens(rank=1, signed=True)),
         ),
         "probe.probe_directions": Row(
             "probe.probe_directions", lambda: dict(probe=_probe()), dict(probe=Config())
@@ -2026,19 +2036,21 @@ PENDING = {
         "bootstrap.resampled_means": Row(
             "bootstrap.resampled_means",
             lambda: dict(accuracies=_ACC, n=10, rng=np.random.default_rng(0), resamples=1000),
-            dict(accuracies=Floats(rank=1), n=Size(), rng=Rng(), resamples=Size(1000)),
+            dict(
+                accuracies=Floats(rank=1, bools_ok=True), n=Size(), rng=Rng(), resamples=Size(1000)
+            ),
         ),
         "bootstrap.percentile_interval": Row(
             "bootstrap.percentile_interval",
             lambda: dict(draws=_ACC, level=0.9),
-            dict(draws=Floats(rank=1), level=Real()),
+            dict(draws=Floats(), level=Real()),
             extra=[("level 1", dict(level=1.0), "level")],
         ),
         "bootstrap.mean_interval": Row(
             "bootstrap.mean_interval",
             lambda: dict(accuracies=_ACC, n=10, seed=0, resamples=1000, level=0.9),
             dict(
-                accuracies=Floats(rank=1),
+                accuracies=Floats(rank=1, bools_ok=True),
                 n=Size(),
                 seed=Size(0),
                 resamples=Size(1000),
@@ -2049,8 +2061,8 @@ PENDING = {
             "bootstrap.difference_interval",
             lambda: dict(first=_ACC, second=_ACC[::-1], n=10, seed=0, resamples=1000, level=0.9),
             dict(
-                first=Floats(rank=1),
-                second=Floats(rank=1),
+                first=Floats(rank=1, bools_ok=True),
+                second=Floats(rank=1, bools_ok=True),
                 n=Size(),
                 seed=Size(0),
                 resamples=Size(1000),
@@ -2061,7 +2073,7 @@ PENDING = {
             "bootstrap.item_mean_interval",
             lambda: dict(values=np.ones((2, 3)), seed=0, resamples=1000, level=0.9),
             dict(
-                values=Floats(rank=2, ints_ok=True),
+                values=Floats(rank=2, bools_ok=True),
                 seed=Size(0),
                 resamples=Size(1000),
                 level=Real(),
@@ -2175,7 +2187,7 @@ PENDING = {
         "train.generate": Row(
             "train.generate",
             lambda: dict(next_logits=lambda t: np.zeros(t.shape + (7,)), start=TOKENS, num_new=2),
-            dict(next_logits=Func(), start=Tokens(), num_new=Size(0)),
+            dict(next_logits=Func(), start=Tokens(signed=True), num_new=Size(0)),
         ),
         "train.model_logits": Row(
             "train.model_logits",
@@ -2184,7 +2196,13 @@ PENDING = {
         ),
         "train.evaluate": Row(
             "train.evaluate",
-            lambda: dict(params=_tparams(), config=_tconfig(), n=3, seed=1, prompts=None),
+            lambda: dict(
+                params=_tparams(),
+                config=_tconfig(),
+                n=3,
+                seed=1,
+                prompts=np.array([[1, 2], [3, 4]]),
+            ),
             dict(params=Params(), config=Config(), n=Size(), seed=Size(0), prompts=Tokens()),
         ),
     },
@@ -2409,7 +2427,7 @@ def _cases():
                 value = None
             if sig[name].kind is inspect.Parameter.VAR_POSITIONAL:
                 value = value[0]
-            if isinstance(kind, Floats) and value is None:
+            if isinstance(kind, (Floats, Tokens)) and value is None:
                 continue
             for label, _ in _bad(kind, value, sig[name]):
                 yield pytest.param(key, name, label, id=f"{key}({name}: {label})")
