@@ -226,8 +226,13 @@ def repeat_kv_heads(K, num_heads: int) -> np.ndarray:
 
 
 def _check_cache(fn: str, cache) -> None:
-    if cache is not None and not isinstance(cache, KVCache):
-        raise ValueError(f"{fn}: cache must be a KVCache or None, got {type(cache).__name__}")
+    """None, or an object with KVCache's interface (K, length, write, advance)."""
+    needed = ("K", "length", "write", "advance")
+    if cache is not None and not all(hasattr(cache, name) for name in needed):
+        raise ValueError(
+            f"{fn}: cache must be None or have KVCache's K, length, write and advance, got "
+            f"{type(cache).__name__}"
+        )
 
 
 def _check_decoder_params(fn: str, params, config) -> None:
@@ -240,7 +245,6 @@ def _check_decoder_params(fn: str, params, config) -> None:
 
 
 def _check_layer(fn: str, params, d: int, d_kv: int, dtype) -> None:
-    array_dict(fn, "params", params)
     expected = {"W_q": (d, d), "W_k": (d, d_kv), "W_v": (d, d_kv), "W_o": (d, d)}
     for name, shape in expected.items():
         if name not in params:
@@ -280,8 +284,6 @@ def grouped_query_attention(
     d_h, group = _check_heads(fn, d, num_heads, num_kv_heads)
     g = num_kv_heads
     _check_layer(fn, params, d, g * d_h, X.dtype)
-    _check_cache(fn, cache)
-    layer = int_at_least(fn, "layer", layer, minimum=0)
 
     Q = (X @ params["W_q"]).reshape(B, n, g, group, d_h)  # (B, n, g, h/g, d_h)
     Q = Q.transpose(0, 2, 3, 1, 4)  # (B, g, h/g, n, d_h): query heads by group
@@ -306,8 +308,6 @@ def attention_only_forward(X, layers: list[dict], num_heads: int, num_kv_heads: 
     Shapes: X (B, n, d). Returns (B, n, d), the last layer's output at the n positions.
     """
     fn = "attention_only_forward"
-    layers = sequence(fn, "layers", layers)
-    _check_cache(fn, cache)
     if len(layers) == 0:
         raise ValueError(f"{fn}: the model needs at least one layer, got {len(layers)}")
     if cache is not None and len(cache.K) != len(layers):
