@@ -25,6 +25,7 @@ from npformer.reductions import _sum_last, _sum_rows
 from npformer.validation import (
     array_dict,
     float_array,
+    float_dtype,
     generator,
     int_at_least,
     positive_number,
@@ -243,6 +244,7 @@ def init_feed_forward_params(
     d_model, d_ff = int_at_least(fn, "d_model", d_model), int_at_least(fn, "d_ff", d_ff)
     generator(fn, rng)
     _check_activation(fn, activation)
+    dtype = float_dtype(fn, "dtype", dtype)
     params = {
         "W_1": rng.normal(0.0, 1.0 / math.sqrt(d_model), (d_model, d_ff)),
         "b_1": np.zeros(d_ff),

@@ -26,7 +26,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.validation import attention_inputs, float_array, int_at_least, same_dtype
+from npformer.validation import attention_inputs, flag, float_array, int_at_least, same_dtype
 
 
 class BlockedAttentionCache(NamedTuple):
@@ -45,6 +45,7 @@ class BlockedAttentionCache(NamedTuple):
 
 def _check_inputs(fn: str, Q, K, V, causal: bool):
     Q, K, V, _ = attention_inputs(fn, Q, K, V)
+    flag(fn, "causal", causal)
     if Q.shape[:-2] != K.shape[:-2]:
         raise ValueError(
             f"{fn}: the leading axes of Q {Q.shape} and K {K.shape} must be equal (this "
@@ -77,6 +78,7 @@ def blocked_attention(Q, K, V, causal: bool = True, scale: bool = True, block_q=
     Q, K, V = _check_inputs(fn, Q, K, V, causal)
     block_q = int_at_least(fn, "block_q", block_q)
     block_k = int_at_least(fn, "block_k", block_k)
+    flag(fn, "scale", scale)
     factor = 1.0 / math.sqrt(Q.shape[-1]) if scale else 1.0
     lead, T, d_v = Q.shape[:-2], Q.shape[-2], V.shape[-1]
     out = np.empty(lead + (T, d_v), dtype=Q.dtype)  # (..., T, d_v)
@@ -122,6 +124,7 @@ def tile_counts(T: int, S: int | None = None, causal: bool = True, block_q=128, 
     S = T if S is None else int_at_least(fn, "S", S)
     block_q = int_at_least(fn, "block_q", block_q)
     block_k = int_at_least(fn, "block_k", block_k)
+    flag(fn, "causal", causal)
     if causal and S < T:
         raise ValueError(f"{fn}: a causal mask needs S >= T, got T={T} and S={S}")
     block_q, block_k = min(block_q, T), min(block_k, S)

@@ -17,7 +17,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.validation import float_array
+from npformer.validation import float_array, generator, int_at_least, number_array
+
+
+def _scores(fn: str, name: str, x) -> np.ndarray:
+    """0/1 or fractional scores as float64: numbers or bools, nothing else."""
+    arr = np.asarray(x)
+    return (arr if arr.dtype == np.bool_ else number_array(fn, name, arr)).astype(float)
 
 
 class Interval(NamedTuple):
@@ -29,7 +35,7 @@ class Interval(NamedTuple):
 
 
 def _check_accuracies(fn: str, name: str, accuracies) -> np.ndarray:
-    a = float_array(fn, name, np.asarray(accuracies, dtype=float))
+    a = float_array(fn, name, _scores(fn, name, accuracies))
     if a.ndim != 1 or a.size < 2:
         raise ValueError(f"{fn}: {name} must be a 1-d array of >= 2 runs, got shape {a.shape}")
     if (a < 0).any() or (a > 1).any():
@@ -55,6 +61,7 @@ def resampled_means(accuracies, n: int, rng: np.random.Generator, resamples: int
     fn = "resampled_means"
     a = _check_accuracies(fn, "accuracies", accuracies)
     _check_common(fn, n, resamples, 0.5)
+    generator(fn, rng)
     runs = rng.integers(0, a.size, size=(resamples, a.size))  # (R, S) runs drawn
     items = rng.binomial(n, a[runs]) / n  # (R, S) prompts redrawn within each run
     return items.mean(axis=1)  # (R,)
@@ -63,6 +70,8 @@ def resampled_means(accuracies, n: int, rng: np.random.Generator, resamples: int
 def percentile_interval(draws, level: float = 0.95) -> tuple[float, float]:
     """The (1 - level)/2 and (1 + level)/2 quantiles of the bootstrap ``draws``."""
     d = float_array("percentile_interval", "draws", draws)
+    if isinstance(level, bool) or not (isinstance(level, float) and 0 < level < 1):
+        raise ValueError(f"percentile_interval: level must be a float in (0, 1), got {level!r}")
     lo, hi = np.quantile(d, [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)
 
@@ -73,6 +82,7 @@ def mean_interval(
     """The mean accuracy over runs and its two-stage percentile bootstrap interval."""
     _check_common("mean_interval", n, resamples, level)
     a = _check_accuracies("mean_interval", "accuracies", accuracies)
+    seed = int_at_least("mean_interval", "seed", seed, minimum=0)
     draws = resampled_means(a, n, np.random.default_rng(seed), resamples)
     return Interval(float(a.mean()), *percentile_interval(draws, level))
 
@@ -85,7 +95,7 @@ def difference_interval(
     _check_common(fn, n, resamples, level)
     a = _check_accuracies(fn, "first", first)
     b = _check_accuracies(fn, "second", second)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(int_at_least(fn, "seed", seed, minimum=0))
     draws = resampled_means(a, n, rng, resamples) - resampled_means(b, n, rng, resamples)
     return Interval(float(a.mean() - b.mean()), *percentile_interval(draws, level))
 
@@ -100,11 +110,11 @@ def item_mean_interval(
     replacement, then n items with replacement within each drawn run.
     """
     fn = "item_mean_interval"
-    v = float_array(fn, "values", np.asarray(values, dtype=float), min_rank=2)
+    v = float_array(fn, "values", _scores(fn, "values", values), min_rank=2)
     if v.ndim != 2 or v.shape[0] < 2 or v.shape[1] < 1:
         raise ValueError(f"{fn}: values must have shape (S, n) with S >= 2 runs, got {v.shape}")
     _check_common(fn, v.shape[1], resamples, level)
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(int_at_least(fn, "seed", seed, minimum=0))
     S, n = v.shape
     draws = np.empty(resamples)
     for start in range(0, resamples, 250):

@@ -32,6 +32,7 @@ from typing import NamedTuple
 import numpy as np
 
 from npformer.model import DecoderConfig, check_tokens, parameter_shapes
+from npformer.validation import number_array
 
 
 class QKTerms(NamedTuple):
@@ -54,6 +55,8 @@ def _check(fn: str, params: Mapping, config: DecoderConfig, head: int):
             f"{fn}: the split needs a pre-LN model with a learned position table, got "
             f"ln={config.ln!r}, positions={config.positions}"
         )
+    if not isinstance(params, Mapping):
+        raise ValueError(f"{fn}: params must be a dict name -> array, got {type(params).__name__}")
     missing = sorted(set(parameter_shapes(config)) - set(params))
     if missing:
         raise ValueError(f"{fn}: params lack {missing} needed by the config")
@@ -158,7 +161,7 @@ def copying_score(circuit) -> float:
     The matrix is centered along its rows first, so a logit added to every symbol alike (which
     changes no probability) does not count as copying.
     """
-    m = np.asarray(circuit, dtype=float)
+    m = number_array("copying_score", "circuit", circuit).astype(float)
     if m.ndim != 2 or m.shape[0] != m.shape[1] or m.shape[0] < 2 or not np.isfinite(m).all():
         raise ValueError(f"copying_score: circuit must be a finite square matrix, got {m.shape}")
     eig = np.linalg.eigvals(_centered(m))

@@ -29,7 +29,7 @@ from npformer.masks import causal_mask
 from npformer.model import DecoderConfig, check_tokens, parameter_shapes
 from npformer.multi_head import merge_heads, split_heads
 from npformer.train import generate
-from npformer.validation import bool_mask, float_array
+from npformer.validation import bool_mask, float_array, generator, int_at_least
 
 
 def orthonormal_basis(directions) -> np.ndarray:
@@ -71,6 +71,8 @@ def remove_directions(x, directions, center=None) -> np.ndarray:
 
 def random_directions(rng: np.random.Generator, k: int, d: int) -> np.ndarray:
     """``k`` orthonormal directions of R^d drawn uniformly (QR of a Gaussian matrix): (k, d)."""
+    generator("random_directions", rng)
+    d = int_at_least("random_directions", "d", d)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= d:
         raise ValueError(f"random_directions: k must be an integer in [1, d={d}], got {k!r}")
     return orthonormal_basis(rng.normal(size=(k, d)))
@@ -132,7 +134,7 @@ def forward_removing(
     B, T = tokens.shape
     h = config.num_heads
     mask = causal_mask(T) if attn_mask is None else attn_mask  # True = may attend
-    visible = bool_mask(fn, mask, (B, h, T, T), "scores of shape")
+    visible = bool_mask(fn, mask, (B, h, T, T), "scores of shape", "attn_mask")
     x = params["tok_emb"][tokens]  # (B, T, d)
     if config.positions:
         x = x + params["pos_emb"][:T]
@@ -174,6 +176,7 @@ def generate_removing(
     Shapes: start (B, t0) integer. Returns the generated tokens, (B, num_new) int64.
     """  # fmt: skip
     _check("generate_removing", params, config, after_block, directions, center)
+    check_tokens("generate_removing", "start", start, config)
     return generate(
         lambda tokens: forward_removing(params, config, tokens, after_block, directions, center),
         start,

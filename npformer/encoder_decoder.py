@@ -44,7 +44,17 @@ from npformer.multi_head import (
     split_heads,
 )
 from npformer.positions import add_positions, sinusoidal_positions
-from npformer.validation import divisible, float_array, int_at_least
+from npformer.validation import (
+    array_dict,
+    bool_mask,
+    divisible,
+    flag,
+    float_array,
+    float_dtype,
+    generator,
+    int_at_least,
+    positive_number,
+)
 
 
 @dataclass(frozen=True)
@@ -84,8 +94,11 @@ class EncoderDecoderConfig:
                 f"{fn}: d_model={self.d_model} must be even: the sinusoidal positions fill "
                 f"columns in (sin, cos) pairs"
             )
-        if not self.eps > 0:
-            raise ValueError(f"{fn}: eps must be positive, got {self.eps!r}")
+        eps = self.eps
+        if isinstance(eps, bool) or not isinstance(eps, (int, float, np.number)) or not eps > 0:
+            raise ValueError(f"{fn}: eps must be positive, got {eps!r}")
+        positive_number(fn, "eps", eps)  # and finite
+        flag(fn, "final_norm", self.final_norm)
 
 
 #: The 2017 base model (Vaswani et al., Table 3): 6 + 6 layers, d = 512, 8 heads, d_ff = 2048,
@@ -137,6 +150,8 @@ def init_encoder_decoder_params(
             f"init_encoder_decoder_params: config must be an EncoderDecoderConfig, got "
             f"{type(config).__name__}"
         )
+    generator("init_encoder_decoder_params", rng)
+    dtype = float_dtype("init_encoder_decoder_params", "dtype", dtype)
     d, d_ff = config.d_model, config.d_ff
     params = {
         "embedding": (rng.standard_normal((config.vocab_size, d)) / math.sqrt(d)).astype(dtype),
@@ -173,6 +188,7 @@ def named_parameters(params) -> list[tuple[str, np.ndarray]]:
     Walks dicts in insertion order and lists by index. Returns a list of (name, array); the
     arrays are the dict's own (not copies), so updating them in place updates the model.
     """
+    array_dict("named_parameters", "params", params)
     out = []
 
     def walk(prefix: str, node) -> None:
@@ -414,6 +430,11 @@ def decoder_layer(
     y = _check_stream(fn, "y", y, "(B, T, d)")
     memory = _check_stream(fn, "memory", memory, "(B, S, d)")
     _check_layer(fn, layer, _DECODER_LAYER)
+    h = int_at_least(fn, "num_heads", num_heads)
+    (B, T, _), S = y.shape, memory.shape[1]
+    for name, m, keys in (("self_mask", self_mask, T), ("memory_mask", memory_mask, S)):
+        if m is not None:
+            bool_mask(fn, m, (B, h, T, keys), "(B, h, T, keys) =", name)
     a, self_cache = multi_head_attention(y, y, layer["self_attn"], num_heads, mask=self_mask)
     n1, n2, n3 = layer["norm_1"], layer["norm_2"], layer["norm_3"]
     h1, n1_cache = layer_norm(y + a, n1["gamma"], n1["beta"], eps)  # (B, T, d)
@@ -599,6 +620,8 @@ def encoder_layer_backward(d_out, cache: EncoderLayerCache, layer: dict):
     """
     fn = "encoder_layer_backward"
     d_out = _check_stream(fn, "d_out", d_out, "(B, S, d)")
+    if not isinstance(cache, EncoderLayerCache):
+        raise ValueError(f"{fn}: cache must be the EncoderLayerCache of encoder_layer")
     _check_layer(fn, layer, _ENCODER_LAYER)
     d_sum2, dg2, db2 = layer_norm_backward(d_out, cache.norm_2)  # d(h + f)
     d_h, ffn_grads = _ffn_backward(d_sum2, cache.ffn)
@@ -627,6 +650,8 @@ def decoder_layer_backward(d_out, cache: DecoderLayerCache, layer: dict):
     """
     fn = "decoder_layer_backward"
     d_out = _check_stream(fn, "d_out", d_out, "(B, T, d)")
+    if not isinstance(cache, DecoderLayerCache):
+        raise ValueError(f"{fn}: cache must be the DecoderLayerCache of decoder_layer")
     _check_layer(fn, layer, _DECODER_LAYER)
     d_sum3, dg3, db3 = layer_norm_backward(d_out, cache.norm_3)  # d(h2 + f)
     d_h2, ffn_grads = _ffn_backward(d_sum3, cache.ffn)
@@ -731,6 +756,8 @@ def greedy_generate(
     _check_params(fn, params, config)
     src_tokens = _check_tokens(fn, "src_tokens", src_tokens, config.vocab_size)
     try:
+        if isinstance(start_token, bool) or isinstance(num_steps, bool):
+            raise TypeError
         start_token = operator.index(start_token)
         num_steps = operator.index(num_steps)
     except TypeError:

@@ -33,6 +33,14 @@ import numpy as np
 
 from npformer.tasks import TASKS
 from npformer.train import Evaluation, TrainConfig, evaluate, train
+from npformer.validation import flag, int_at_least, sequence
+
+
+def _check_workers(fn: str, workers) -> None:
+    ok = isinstance(workers, (int, np.integer)) and not isinstance(workers, bool)
+    if workers is not None and not (ok and workers >= 1):
+        raise ValueError(f"{fn}: workers must be a positive integer, got {workers!r}")
+
 
 #: Environment variable that caps the number of worker processes.
 WORKERS_ENV = "NPFORMER_WORKERS"
@@ -113,6 +121,10 @@ def seed_grid(
     **changes,
 ) -> list[Job]:
     """One job per (task, length, seed), every other setting the default or ``changes``."""
+    for arg, value in (("tasks", tasks), ("lengths", lengths), ("seeds", seeds)):
+        sequence("seed_grid", arg, value)
+    if not isinstance(name, str):
+        raise ValueError(f"seed_grid: name must be a str, got {name!r}")
     return [
         Job(name, TrainConfig(task=task, length=length, seed=seed, **changes))
         for task in tasks
@@ -130,7 +142,8 @@ def run_under_environments(
     e.g. ``{"OpenBLAS Prescott": {"OPENBLAS_CORETYPE": "Prescott"}}``. Returns, for each
     name, the JSON summaries of the runs in the order of ``configs``.
     """
-    configs = list(configs)
+    configs = sequence("run_under_environments", "configs", configs)
+    _check_workers("run_under_environments", workers)
     if not all(isinstance(c, TrainConfig) for c in configs):
         raise ValueError("run_under_environments: configs must be a sequence of TrainConfig")
     if not isinstance(environments, dict) or not environments:
@@ -143,6 +156,11 @@ def run_under_environments(
 
 def run_job(job: Job, keep: bool = True, eval_size: int = 500, eval_seed: int = 999) -> RunResult:
     """Train ``job.config``, evaluate by generation; keep the model and curve if ``keep``."""
+    if not isinstance(job, Job):
+        raise ValueError(f"run_job: job must be a Job(name, TrainConfig), got {job!r}")
+    flag("run_job", "keep", keep)
+    int_at_least("run_job", "eval_size", eval_size)
+    int_at_least("run_job", "eval_seed", eval_seed, minimum=0)
     start = time.perf_counter()
     trained = train(job.config, record_grad_norms=job.record_grad_norms)
     evaluation = evaluate(trained.params, job.config, n=eval_size, seed=eval_seed)
@@ -162,6 +180,8 @@ def run_job(job: Job, keep: bool = True, eval_size: int = 500, eval_seed: int = 
 
 def worker_count(num_jobs: int, workers: int | None = None) -> int:
     """Processes to use: one per core, at most ``workers`` and at most $NPFORMER_WORKERS."""
+    int_at_least("worker_count", "num_jobs", num_jobs, minimum=0)
+    _check_workers("worker_count", workers)
     limit = os.cpu_count() or 1
     raw = os.environ.get(WORKERS_ENV)
     if raw is not None and raw.strip():
@@ -217,7 +237,11 @@ def run_grid(
     same numbers inside the pool as alone. ``on_result(i, result)`` is called as each run
     finishes (in completion order). Returns the results in the order of ``jobs``.
     """
-    jobs = list(jobs)
+    jobs = sequence("run_grid", "jobs", jobs)
+    _check_workers("run_grid", workers)
+    flag("run_grid", "keep", keep)
+    if on_result is not None and not callable(on_result):
+        raise ValueError(f"run_grid: on_result must be a function or None, got {on_result!r}")
     if not all(isinstance(j, Job) for j in jobs):
         raise ValueError("run_grid: jobs must be a sequence of Job(name, TrainConfig)")
     n = worker_count(len(jobs), workers) if jobs else 1
@@ -247,6 +271,8 @@ def run_grid(
 
 def cli_arguments(config: TrainConfig) -> list[str]:
     """The command-line arguments that make ``python -m npformer.experiment`` run ``config``."""
+    if not isinstance(config, TrainConfig):
+        raise ValueError(f"cli_arguments: config must be a TrainConfig, got {config!r}")
     default = TrainConfig()
     args = [
         "--task", config.task, "--length", str(config.length), "--seed", str(config.seed),
@@ -282,7 +308,8 @@ def run_in_subprocesses(
     ``{"OPENBLAS_CORETYPE": "Prescott"}``. At most ``worker_count`` processes run at once,
     each with one BLAS thread. Returns each run's JSON summary (a dict), in order.
     """
-    runs = list(runs)
+    runs = sequence("run_in_subprocesses", "runs", runs)
+    _check_workers("run_in_subprocesses", workers)
     n = worker_count(len(runs), workers) if runs else 1
     summaries: list[dict | None] = [None] * len(runs)
     running: dict[int, subprocess.Popen] = {}
@@ -407,6 +434,8 @@ def _scheme(args: argparse.Namespace) -> bool | str:
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """The TrainConfig the parsed arguments describe (raises ValueError when inconsistent)."""
+    if not isinstance(args, argparse.Namespace):
+        raise ValueError(f"config_from_args: args must be an argparse.Namespace, got {args!r}")
     return TrainConfig(
         task=args.task,
         length=args.length,

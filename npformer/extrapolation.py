@@ -34,9 +34,22 @@ from npformer.optim import Adam
 from npformer.positions import interpolate_positions
 from npformer.tasks import ALPHABET_SIZE
 from npformer.train import one_blas_thread
+from npformer.validation import flag, generator, int_at_least, sequence
 
 #: The probability of the right symbol for a model that does not read position t - k.
 CHANCE = 1.0 / ALPHABET_SIZE
+
+
+def _check_config(fn: str, config) -> None:
+    if not isinstance(config, ExtrapolationConfig):
+        raise ValueError(
+            f"{fn}: config must be an ExtrapolationConfig, got {type(config).__name__}"
+        )
+
+
+def _check_result(result) -> None:
+    if not isinstance(result, ExtrapolationResult):
+        raise ValueError(f"result must be the ExtrapolationResult of run_one, got {result!r}")
 
 
 def _positive(fn: str, name: str, value) -> int:
@@ -121,6 +134,7 @@ def k_back_batch(rng: np.random.Generator, batch_size: int, length: int, offset:
     """A batch of the task: tokens (B, T), targets (B, T) with target[t] = token[t - k] for
     t >= k (0 elsewhere), and the 0/1 loss mask (B, T), 1 where t >= k."""
     fn = "k_back_batch"
+    generator(fn, rng)
     B, T, k = (_positive(fn, n, v) for n, v in [("batch_size", batch_size), ("length", length),
                                                  ("offset", offset)])  # fmt: skip
     if k >= T:
@@ -180,6 +194,8 @@ def interpolated_rope(train_length: int, length: int):
     positions 0 .. L-1 squeezed into [0, n). Forward passes only (the backward pass reads its
     own positions). The original rotation is restored on exit.
     """
+    train_length = int_at_least("interpolated_rope", "train_length", train_length)
+    length = int_at_least("interpolated_rope", "length", length)
     import npformer.block as block
 
     squeezed = interpolate_positions(np.arange(length), train_length, length)  # (L,)
@@ -219,6 +235,9 @@ def accuracy_by_position(
     task's token[t - k] (default k). Returns (length,), nan where t < the offset read.
     """
     fn = "accuracy_by_position"
+    _check_config(fn, config)
+    seed = int_at_least(fn, "seed", seed, minimum=0)
+    flag(fn, "interpolate", interpolate)
     length, n = _positive(fn, "length", length), _positive(fn, "n", n)
     if length > config.longest:
         raise ValueError(f"{fn}: length={length} exceeds the config's longest={config.longest}")
@@ -261,6 +280,7 @@ def run_one(config: ExtrapolationConfig, keep: bool = False) -> ExtrapolationRes
     """Train one run; evaluate it at n, 2n, 4n (``EXPERIMENT``), up to ``config.longest``; at
     the lengths above n also with a window of the last n keys (no distance beyond the trained
     ones) and, for RoPE, with position interpolation."""
+    flag("run_one", "keep", keep)
     params, losses = train_k_back(config)
     lengths = [f * config.train_length for f in EXPERIMENT["length_factors"]]
     lengths = [L for L in lengths if L <= config.longest]
@@ -318,7 +338,9 @@ def _run_indexed(item):
 def run_configs(configs, workers: int | None = None) -> list[ExtrapolationResult]:
     """Run ``configs`` in parallel (one process per core, capped by $NPFORMER_WORKERS, each with
     one BLAS thread; see ``npformer.experiment.worker_count``). Results in the given order."""
-    configs = list(configs)
+    configs = sequence("run_configs", "configs", configs)
+    if workers is not None:
+        int_at_least("run_configs", "workers", workers)
     if not all(isinstance(c, ExtrapolationConfig) for c in configs):
         raise ValueError("run_configs: configs must be a sequence of ExtrapolationConfig")
     results: list[ExtrapolationResult | None] = [None] * len(configs)
@@ -340,6 +362,8 @@ def run_configs(configs, workers: int | None = None) -> list[ExtrapolationResult
 def past_training_accuracy(result: ExtrapolationResult, length: int) -> float:
     """Mean accuracy over the positions t >= n of a sequence of ``length`` (> n): the part of
     the sequence the model never saw in training."""
+    _check_result(result)
+    length = int_at_least("past_training_accuracy", "length", length)
     n = result.config.train_length
     if length <= n or length not in result.accuracy:
         raise ValueError(
@@ -350,5 +374,6 @@ def past_training_accuracy(result: ExtrapolationResult, length: int) -> float:
 
 def in_range_accuracy(result: ExtrapolationResult) -> float:
     """Mean accuracy over the answered positions k <= t < n of a training-length sequence."""
+    _check_result(result)
     n = result.config.train_length
     return float(np.nanmean(result.accuracy[n]))

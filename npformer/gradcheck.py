@@ -66,7 +66,9 @@ def normwise_relative_error(a: dict, b: dict) -> float:
     array_dict("normwise_relative_error", "a", a)
     array_dict("normwise_relative_error", "b", b)
     if a.keys() != b.keys():
-        raise ValueError(f"normwise_relative_error: names differ: {sorted(set(a) ^ set(b))}")
+        raise ValueError(
+            f"normwise_relative_error: a and b name different arrays: {sorted(set(a) ^ set(b))}"
+        )
     for name in a:
         if np.shape(a[name]) != np.shape(b[name]):
             raise ValueError(
@@ -119,9 +121,9 @@ def select_coordinates(grads: dict, threshold: float = 1e-6, per_tensor=None, rn
     if (
         isinstance(threshold, (bool, np.bool_))
         or not isinstance(threshold, (int, float, np.integer, np.floating))
-        or not threshold >= 0
+        or not 0 <= threshold < np.inf
     ):
-        raise ValueError(f"{fn}: threshold must be a number >= 0, got {threshold!r}")
+        raise ValueError(f"{fn}: threshold must be a finite number >= 0, got {threshold!r}")
     if per_tensor is not None:
         per_tensor = int_at_least(fn, "per_tensor", per_tensor)
         if not isinstance(rng, np.random.Generator):
@@ -171,7 +173,10 @@ def gradient_check(
     names, indices, analytic, numeric = [], [], [], []
     for name, idx in coordinates.items():
         if name not in params or name not in grads or params[name].shape != grads[name].shape:
-            raise ValueError(f"gradient_check: no parameter {name!r} matching its gradient")
+            raise ValueError(
+                f"gradient_check: coordinates name {name!r}, which params and grads must both "
+                f"hold with one shape"
+            )
         flat = params[name].reshape(-1)
         if not np.shares_memory(flat, params[name]):
             raise ValueError(f"gradient_check: parameter {name} must be contiguous")
@@ -209,6 +214,8 @@ def kink_crossed(
             f"{fn}: array must be an ndarray (perturbed in place), got {type(array).__name__}"
         )
     index = _entry(fn, array, index)
+    if not np.issubdtype(array.dtype, np.floating):
+        raise ValueError(f"{fn}: array must be floating, got {array.dtype} shape {array.shape}")
     old = array[index]
     try:
         array[index] = old + eps

@@ -23,6 +23,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npformer.validation import int_at_least, number_array, sequence
+
 
 class Slider(NamedTuple):
     """A slider over ``values`` (shown as labels); the state key part is the value's label."""
@@ -182,6 +184,11 @@ def _control_html(fig_id: str, i: int, control) -> str:
     return f'<span>{name}: <span id="{cid}" data-selected="{first}">{buttons}</span></span>'
 
 
+def _is_real(v) -> bool:
+    ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+    return ok and bool(np.isfinite(v))
+
+
 def _keys(controls) -> list[str]:
     parts = []
     for c in controls:
@@ -222,12 +229,26 @@ def interactive_figure(
         )
     if kind not in ("heatmap", "bars"):
         raise ValueError(f"{fn}: kind must be 'heatmap' or 'bars', got {kind!r}")
+    controls = sequence(fn, "controls", controls)
     if not controls:
         raise ValueError(f"{fn}: at least one control is needed")
+    if not isinstance(states, Mapping):
+        raise ValueError(f"{fn}: states must map state keys to State, got {type(states).__name__}")
+    col_labels = sequence(fn, "col_labels", col_labels, min_len=1)
+    if row_labels is not None:
+        row_labels = sequence(fn, "row_labels", row_labels)
+    digits, cell = int_at_least(fn, "digits", digits, 0), int_at_least(fn, "cell", cell)
+    if value_range is not None and not (
+        isinstance(value_range, (tuple, list))
+        and len(value_range) == 2
+        and all(_is_real(v) for v in value_range)
+        and value_range[0] < value_range[1]
+    ):
+        raise ValueError(f"{fn}: value_range must be (lo, hi) with lo < hi, got {value_range!r}")
     keys = _keys(controls)
     missing = [k for k in keys if k not in states]
     if missing:
-        raise ValueError(f"{fn}: no state for control value(s) {missing[:3]}")
+        raise ValueError(f"{fn}: states has no state for control value(s) {missing[:3]}")
     n_cols = len(col_labels)
     shape = (n_cols,) if kind == "bars" else (len(row_labels or ()), n_cols)
     for k in keys:
@@ -285,6 +306,9 @@ def softmax_states(d_values=(1, 4, 16, 64, 256, 1024), num_keys: int = 8, seed: 
     """
     from npformer.attention import softmax
 
+    fn = "softmax_states"
+    d_values = [int_at_least(fn, "d_values[...]", d) for d in sequence(fn, "d_values", d_values, 1)]
+    num_keys, seed = int_at_least(fn, "num_keys", num_keys), int_at_least(fn, "seed", seed, 0)
     controls = [Slider("d_k", [str(d) for d in d_values]), Toggle("divide by sqrt(d_k)")]
     states = {}
     for d in d_values:
@@ -313,6 +337,11 @@ def mask_states(lengths=(5, 3), seed: int = 0, d_h: int = 4):
     from npformer.attention import scaled_dot_product_attention
     from npformer.masks import causal_mask, padding_mask
 
+    fn = "mask_states"
+    lengths = [int_at_least(fn, "lengths[...]", n, 0) for n in sequence(fn, "lengths", lengths, 1)]
+    seed, d_h = int_at_least(fn, "seed", seed, 0), int_at_least(fn, "d_h", d_h)
+    if max(lengths) < 1:
+        raise ValueError(f"{fn}: lengths must hold at least one length >= 1, got {lengths}")
     T = max(lengths)
     rng = np.random.default_rng(seed)
     Q, K, V = (rng.standard_normal((len(lengths), T, d_h)) for _ in range(3))  # (B, T, d_h)
@@ -346,7 +375,8 @@ def attention_map_states(weights, tokens: Sequence[str]):
     The caption gives each map's mean largest weight per query and the key it most often
     points to, relative to the query. Returns (controls, states, col_labels, row_labels).
     """
-    w = np.asarray(weights, dtype=float)
+    tokens = sequence("attention_map_states", "tokens", tokens)
+    w = number_array("attention_map_states", "weights", weights).astype(float)
     if w.ndim != 4 or w.shape[-1] != w.shape[-2] or w.shape[-1] != len(tokens):
         raise ValueError(
             f"attention_map_states: weights must be (n_layers, h, T, T) with T = len(tokens) "

@@ -37,7 +37,7 @@ from npformer.masks import causal_mask
 from npformer.model import DecoderConfig, check_tokens, parameter_shapes
 from npformer.multi_head import merge_heads, split_heads
 from npformer.train import generate
-from npformer.validation import bool_mask, float_array
+from npformer.validation import bool_mask, float_array, int_at_least, positive_number
 
 #: What ``replace`` maps a (layer, head) to: fixed weights, or a rule
 #: ``rule(own_weights (B, T, S), visible (B, T, S)) -> weights (B, T, S)``.
@@ -61,6 +61,8 @@ class InterventionResult(NamedTuple):
 def _check_params(fn: str, params: Mapping, config: DecoderConfig) -> np.dtype:
     if not isinstance(config, DecoderConfig):
         raise ValueError(f"{fn}: config must be a DecoderConfig, got {type(config).__name__}")
+    if not isinstance(params, Mapping):
+        raise ValueError(f"{fn}: params must be a dict name -> array, got {type(params).__name__}")
     if config.positions not in ("learned", "none"):
         # the heads are re-run here one by one; RoPE and ALiBi live inside the block's layer
         raise ValueError(
@@ -84,6 +86,8 @@ def _check_params(fn: str, params: Mapping, config: DecoderConfig) -> np.dtype:
 def _check_head(fn: str, key, config: DecoderConfig) -> tuple[int, int]:
     """A (layer, head) pair inside the model, or ValueError naming the valid ranges."""
     try:
+        if any(isinstance(k, (bool, np.bool_, float, np.floating)) for k in key):
+            raise TypeError
         layer, head = (int(k) for k in key)
     except (TypeError, ValueError):
         raise ValueError(f"{fn}: a head is named by a (layer, head) pair, got {key!r}") from None
@@ -177,6 +181,8 @@ def _check_patch(fn, config, patch, B, T, dtype):
 
 
 def _check_interventions(fn, config, ablate, replace):
+    if isinstance(ablate, (str, bytes)) or not isinstance(ablate, Iterable):
+        raise ValueError(f"{fn}: ablate must be an iterable of (layer, head) pairs, got {ablate!r}")
     ablated = {_check_head(fn, key, config) for key in ablate}
     replaced = {}
     for key, value in dict(replace or {}).items():
@@ -202,7 +208,7 @@ def uniform_weights(weights, visible) -> np.ndarray:
     Returns (B, T, S) in the dtype of ``weights``.
     """
     weights = float_array("uniform_weights", "weights", weights)
-    visible = bool_mask("uniform_weights", visible, weights.shape, "weights of shape")
+    visible = bool_mask("uniform_weights", visible, weights.shape, "weights of shape", "visible")
     visible = np.broadcast_to(visible, weights.shape)  # (B, T, S)
     counts = visible.sum(axis=-1, keepdims=True)  # (B, T, 1)
     return np.where(visible, 1.0 / np.maximum(counts, 1), 0.0).astype(weights.dtype)
@@ -220,7 +226,9 @@ def permuted_weights(rng: np.random.Generator) -> Callable[[np.ndarray, np.ndarr
 
     def rule(weights, visible):
         weights = float_array("permuted_weights", "weights", weights)
-        visible = bool_mask("permuted_weights", visible, weights.shape, "weights of shape")
+        visible = bool_mask(
+            "permuted_weights", visible, weights.shape, "weights of shape", "visible"
+        )
         visible = np.broadcast_to(visible, weights.shape)  # (B, T, S)
         S = weights.shape[-1]
         # visible keys first, in index order / in a random order; the hidden keys follow in index
@@ -302,6 +310,9 @@ def forward_with_interventions(
     weights, one (B, h, T, d_h) array per layer for the heads' outputs.
     """
     fn = "forward_with_interventions"
+    for name, value in (("replace", replace), ("patch", patch), ("token_edits", token_edits)):
+        if value is not None and not isinstance(value, Mapping):
+            raise ValueError(f"{fn}: {name} must be a dict or None, got {type(value).__name__}")
     _check_params(fn, params, config)
     tokens = check_tokens(fn, "tokens", tokens, config)
     ablated, replaced = _check_interventions(fn, config, ablate, replace)
@@ -313,7 +324,8 @@ def forward_with_interventions(
     if clash:
         raise ValueError(f"{fn}: heads {clash} are patched and also ablated or replaced")
     mask = causal_mask(T) if attn_mask is None else attn_mask  # True = may attend
-    visible = np.broadcast_to(bool_mask(fn, mask, (B, h, T, T), "scores of shape"), (B, h, T, T))
+    visible = bool_mask(fn, mask, (B, h, T, T), "scores of shape", "attn_mask")
+    visible = np.broadcast_to(visible, (B, h, T, T))
 
     x = params["tok_emb"][tokens]  # (B, T, d)
     if config.positions == "learned":
@@ -353,6 +365,8 @@ def generate_with_interventions(params, config: DecoderConfig, start, num_new: i
     sequence grows, so ``replace`` should hold rules, not fixed arrays).
     Shapes: start (B, t0) integer. Returns the generated tokens, (B, num_new) int64.
     """
+    _check_params("generate_with_interventions", params, config)
+    check_tokens("generate_with_interventions", "start", start, config)
     return generate(
         lambda tokens: forward_with_interventions(params, config, tokens, **kwargs).logits,
         start,
@@ -404,6 +418,11 @@ def js_divergence_grad_logits(p, z, visible) -> np.ndarray:
     Zero at q = p: the ascent must start away from the original. Shapes: p, z, visible (..., n).
     Returns (..., n), zero on invisible keys.
     """
+    fn = "js_divergence_grad_logits"
+    p, z = float_array(fn, "p", p), float_array(fn, "z", z)
+    if p.shape != z.shape:
+        raise ValueError(f"{fn}: p has shape {p.shape} and z has shape {z.shape}; they must match")
+    visible = bool_mask(fn, visible, z.shape, "z of shape", "visible")
     q = masked_softmax(z, visible)  # (..., n)
     m = 0.5 * (p + q)
     g = np.where(
@@ -488,8 +507,12 @@ def adversarial_weights(
         )
     if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 0:
         raise ValueError(f"{fn}: steps must be a non-negative integer, got {steps!r}")
+    seed = int_at_least(fn, "seed", seed, minimum=0)
+    min_step = positive_number(fn, "min_step", min_step)
     for name, value in (("step_size", step_size), ("init_scale", init_scale)):
-        if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
+        if isinstance(value, bool) or not (
+            isinstance(value, (int, float)) and math.isfinite(value) and value > 0
+        ):
             raise ValueError(f"{fn}: {name} must be a positive number, got {value!r}")
     if max_tv is not None and not (
         isinstance(max_tv, (int, float))

@@ -31,7 +31,16 @@ import numpy as np
 from npformer.attention import scaled_dot_product_attention
 from npformer.block import feed_forward, layer_norm
 from npformer.masks import causal_mask
-from npformer.validation import divisible, float_array, int_at_least
+from npformer.validation import (
+    array_dict,
+    divisible,
+    flag,
+    float_array,
+    float_dtype,
+    generator,
+    int_at_least,
+    sequence,
+)
 
 
 def _check_heads(func: str, d_model: int, num_heads: int, num_kv_heads: int) -> tuple[int, int]:
@@ -107,8 +116,7 @@ class KVCache:
                 ("d_head", d_head),
             ]
         )
-        if not np.issubdtype(np.dtype(dtype), np.floating):
-            raise ValueError(f"{fn}: dtype must be floating, got {np.dtype(dtype)}")
+        dtype = float_dtype(fn, "dtype", dtype)
         self.K = np.zeros(shape, dtype=dtype)  # (L, B, g, max_len, d_h)
         self.V = np.zeros(shape, dtype=dtype)  # (L, B, g, max_len, d_h)
         self.length = 0
@@ -185,8 +193,8 @@ def init_attention_only_model(
     num_layers = int_at_least(fn, "num_layers", num_layers)
     d_model = int_at_least(fn, "d_model", d_model)
     d_h, _ = _check_heads(fn, d_model, num_heads, num_kv_heads)
-    if not np.issubdtype(np.dtype(dtype), np.floating):
-        raise ValueError(f"{fn}: dtype must be floating, got {np.dtype(dtype)}")
+    generator(fn, rng)
+    dtype = float_dtype(fn, "dtype", dtype)
     d_kv = num_kv_heads * d_h
     std = 1.0 / math.sqrt(d_model)
     shapes = {"W_q": (d_model, d_model), "W_k": (d_model, d_kv), "W_v": (d_model, d_kv)}
@@ -215,6 +223,25 @@ def repeat_kv_heads(K, num_heads: int) -> np.ndarray:
             f"with shape {K.shape}"
         )
     return np.repeat(K, num_heads // g, axis=1)  # (B, h, S, d_h)
+
+
+def _check_cache(fn: str, cache) -> None:
+    """None, or an object with KVCache's interface (K, length, write, advance)."""
+    needed = ("K", "length", "write", "advance")
+    if cache is not None and not all(hasattr(cache, name) for name in needed):
+        raise ValueError(
+            f"{fn}: cache must be None or have KVCache's K, length, write and advance, got "
+            f"{type(cache).__name__}"
+        )
+
+
+def _check_decoder_params(fn: str, params, config) -> None:
+    from npformer.model import parameter_shapes
+
+    array_dict(fn, "params", params)
+    missing = sorted(set(parameter_shapes(config)) - set(params))
+    if missing:
+        raise ValueError(f"{fn}: params lack {missing[:3]} needed by the config")
 
 
 def _check_layer(fn: str, params, d: int, d_kv: int, dtype) -> None:
@@ -304,8 +331,8 @@ def next_input(Y) -> np.ndarray:
     otherwise grow at every step); it is no part of the cache. Shapes: Y (B, n, d) -> (B, 1, d).
     """
     Y = float_array("next_input", "Y", Y)
-    if Y.ndim != 3:
-        raise ValueError(f"next_input: Y must have shape (B, n, d), got shape {Y.shape}")
+    if Y.ndim != 3 or 0 in Y.shape[1:]:
+        raise ValueError(f"next_input: Y must have shape (B, n, d), n, d >= 1, got {Y.shape}")
     y = Y[:, -1:]  # (B, 1, d)
     return y * (math.sqrt(Y.shape[2]) / np.linalg.norm(y, axis=-1, keepdims=True))
 
@@ -324,6 +351,7 @@ def generate_without_cache(prompt, layers, num_new: int, num_heads: int, num_kv_
     Shapes: prompt (B, P, d). Returns the sequence (B, P + num_new, d).
     """
     X, num_new = _check_prompt("generate_without_cache", prompt, num_new)
+    sequence("generate_without_cache", "layers", layers, min_len=1)
     for _ in range(num_new):
         Y = attention_only_forward(X, layers, num_heads, num_kv_heads)  # (B, P + t, d)
         X = np.concatenate([X, next_input(Y)], axis=1)  # (B, P + t + 1, d)
@@ -343,6 +371,8 @@ def generate_with_cache(
     """
     fn = "generate_with_cache"
     prompt, num_new = _check_prompt(fn, prompt, num_new)
+    layers = sequence(fn, "layers", layers, min_len=1)
+    _check_cache(fn, cache)
     B, P, d = prompt.shape
     d_h, _ = _check_heads(fn, d, num_heads, num_kv_heads)
     if cache is None:
@@ -367,6 +397,9 @@ def decoder_cache(config, batch: int, max_len: int | None = None, dtype=np.float
     One key-value head per query head (the decoder is multi-head), ``max_len`` positions
     (default: the rows of its position table).
     """
+    from npformer.model import check_config
+
+    check_config("decoder_cache", config)
     max_len = config.max_len if max_len is None else max_len
     return KVCache(config.num_layers, batch, config.num_heads, max_len, config.d_head, dtype)
 
@@ -416,6 +449,7 @@ def decoder_forward_with_cache(params: dict, config, tokens, cache: KVCache, pos
 
     fn = "decoder_forward_with_cache"
     tokens = check_tokens(fn, "tokens", tokens, config)
+    _check_decoder_params(fn, params, config)
     B, n = tokens.shape
     if not isinstance(cache, KVCache):
         raise ValueError(f"{fn}: cache must be a KVCache, got {type(cache).__name__}")
@@ -478,6 +512,11 @@ def generate_greedy_with_cache(params: dict, config, start, num_new: int, positi
     Shapes: start (B, t0) integer ids. Returns the generated tokens only, (B, num_new) int64.
     """
     fn = "generate_greedy_with_cache"
+    from npformer.model import check_tokens
+
+    check_tokens(fn, "start", start, config)
+    _check_decoder_params(fn, params, config)
+    flag(fn, "position_offset", position_offset)
     tokens = np.asarray(start)
     if tokens.ndim != 2 or not np.issubdtype(tokens.dtype, np.integer) or tokens.shape[1] < 1:
         raise ValueError(

@@ -183,6 +183,8 @@ def allocator_environment(setting: str, base: Mapping[str, str] | None = None) -
             f"allocator_environment: setting must be one of {tuple(ALLOCATOR_SETTINGS)}, "
             f"got {setting!r}"
         )
+    if base is not None and not isinstance(base, Mapping):
+        raise ValueError(f"allocator_environment: base must be a mapping, got {base!r}")
     base = os.environ if base is None else base
     env = {k: v for k, v in base.items() if not allocator_variable(k)}
     env.update(ALLOCATOR_SETTINGS[setting])

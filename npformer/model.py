@@ -296,7 +296,9 @@ def forward(params: dict, config: DecoderConfig, tokens, attn_mask=None):
     tokens = check_tokens(fn, "tokens", tokens, config)
     B, T = tokens.shape
     if attn_mask is not None:
-        attn_mask = bool_mask(fn, attn_mask, (B, config.num_heads, T, T), "scores of shape")
+        attn_mask = bool_mask(
+            fn, attn_mask, (B, config.num_heads, T, T), "scores of shape", "attn_mask"
+        )
     x, blocks = _forward_blocks(params, config, tokens, attn_mask)  # (B, T, d)
     c_f = None
     if config.final_ln:
@@ -342,7 +344,9 @@ def hidden_states(params: dict, config: DecoderConfig, tokens, attn_mask=None) -
     tokens = check_tokens(fn, "tokens", tokens, config)
     B, T = tokens.shape
     if attn_mask is not None:
-        attn_mask = bool_mask(fn, attn_mask, (B, config.num_heads, T, T), "scores of shape")
+        attn_mask = bool_mask(
+            fn, attn_mask, (B, config.num_heads, T, T), "scores of shape", "attn_mask"
+        )
     x = _embed(params, config, tokens)  # (B, T, d)
     states = [x]
     for layer in range(config.num_layers):
@@ -486,7 +490,9 @@ def loss_and_grads(params: dict, config: DecoderConfig, tokens, targets, loss_ma
     V, d, N = config.vocab_size, config.d_model, B * T
     targets, weights = _loss_weights(fn, (B, T, V), targets, loss_mask, dtype)
     if attn_mask is not None:
-        attn_mask = bool_mask(fn, attn_mask, (B, config.num_heads, T, T), "scores of shape")
+        attn_mask = bool_mask(
+            fn, attn_mask, (B, config.num_heads, T, T), "scores of shape", "attn_mask"
+        )
     x, blocks = _forward_blocks(params, config, tokens, attn_mask)  # (B, T, d)
     rows = np.flatnonzero(weights)  # (M,) the selected positions of the flattened (B T)
     M = rows.size

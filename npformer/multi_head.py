@@ -19,6 +19,7 @@ from npformer.validation import (
     divisible,
     flag,
     float_array,
+    float_dtype,
     generator,
     int_at_least,
     same_dtype,
@@ -79,8 +80,7 @@ def init_multi_head_params(d_model: int, rng: np.random.Generator, dtype=np.floa
     fn = "init_multi_head_params"
     d_model = int_at_least(fn, "d_model", d_model)
     generator(fn, rng)
-    if not np.issubdtype(np.dtype(dtype), np.floating):
-        raise ValueError(f"{fn}: dtype must be floating, got {np.dtype(dtype)}")
+    dtype = float_dtype(fn, "dtype", dtype)
     std = 1.0 / math.sqrt(d_model)
     params = {}
     for name in WEIGHT_NAMES:

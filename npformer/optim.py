@@ -46,6 +46,11 @@ def pack(arrays: dict, dtype=None) -> dict:
         raise ValueError(
             f"pack: arrays must be a non-empty dict name -> array, got {_describe(arrays)}"
         )
+    if dtype is not None:
+        try:
+            dtype = np.dtype(dtype)
+        except TypeError:
+            raise ValueError(f"pack: dtype must be a NumPy dtype, got {dtype!r}") from None
     arrays = {name: np.asarray(a) for name, a in arrays.items()}
     if dtype is None:
         dtype = np.result_type(*arrays.values())

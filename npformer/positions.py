@@ -14,7 +14,20 @@ import math
 import numpy as np
 
 from npformer.attention import masked_softmax, scaled_dot_product_attention
-from npformer.validation import attention_inputs, bool_mask, float_array, int_at_least, same_dtype
+from npformer.validation import (
+    attention_inputs,
+    bool_mask,
+    flag,
+    float_array,
+    float_dtype,
+    generator,
+    int_at_least,
+    nonnegative_number,
+    number_array,
+    positive_number,
+    real_number,
+    same_dtype,
+)
 
 
 def _even_width(fn: str, name: str, value) -> int:
@@ -44,6 +57,7 @@ def sinusoidal_frequencies(d_model: int, base: float = 10000.0) -> np.ndarray:
     Returns shape (d/2,), float64, from omega_0 = 1 (period 2 pi) down to base^(-(d-2)/d).
     """
     d = _even_width("sinusoidal_frequencies", "d_model", d_model)
+    base = positive_number("sinusoidal_frequencies", "base", base)
     i = np.arange(d // 2)  # (d/2,) i indexes PAIRS
     return base ** (-2.0 * i / d)
 
@@ -72,6 +86,7 @@ def sinusoidal_shift_matrix(k, d_model: int, base: float = 10000.0) -> np.ndarra
     ``k`` may be any real offset. Shapes: -> (d_model, d_model).
     """
     d = _even_width("sinusoidal_shift_matrix", "d_model", d_model)
+    k = real_number("sinusoidal_shift_matrix", "k", k)
     theta = k * sinusoidal_frequencies(d, base)  # (d/2,)
     c, s = np.cos(theta), np.sin(theta)
     M = np.zeros((d, d))
@@ -94,6 +109,8 @@ def init_learned_positions(
     fn = "init_learned_positions"
     n = int_at_least(fn, "max_positions", max_positions)
     d = int_at_least(fn, "d_model", d_model)
+    generator(fn, rng)
+    std, dtype = nonnegative_number(fn, "std", std), float_dtype(fn, "dtype", dtype)
     return (rng.standard_normal((n, d)) * std).astype(dtype)
 
 
@@ -105,6 +122,7 @@ def add_positions(X, positions, scale_embeddings: bool = False) -> np.ndarray:
     Shapes: X (..., T, d), positions (T_max, d) with T <= T_max -> (..., T, d).
     """
     fn = "add_positions"
+    flag(fn, "scale_embeddings", scale_embeddings)
     X = float_array(fn, "X", X, min_rank=2)
     P = float_array(fn, "positions", positions)
     T, d = X.shape[-2:]
@@ -132,6 +150,7 @@ def rope_rotation_matrix(m, d_head: int, base: float = 10000.0) -> np.ndarray:
     Shapes: -> (d_head, d_head).
     """
     d = _even_width("rope_rotation_matrix", "d_head", d_head)
+    m = real_number("rope_rotation_matrix", "m", m)
     theta = m * sinusoidal_frequencies(d, base)  # (d/2,)
     c, s = np.cos(theta), np.sin(theta)
     R = np.zeros((d, d))
@@ -148,7 +167,7 @@ def rope_angles(positions, d_head: int, base: float = 10000.0) -> np.ndarray:
     """
     fn = "rope_angles"
     d = _even_width(fn, "d_head", d_head)
-    pos = np.asarray(positions, dtype=np.float64)
+    pos = number_array(fn, "positions", positions).astype(np.float64)
     if pos.ndim != 1:
         raise ValueError(f"{fn}: positions must have shape (T,), got shape {pos.shape}")
     return pos[:, None] * sinusoidal_frequencies(d, base)[None, :]  # (T, d/2)
@@ -190,9 +209,11 @@ def apply_rope(X, positions=None, base: float = 10000.0, pairing: str = "adjacen
     T, d = X.shape[-2:]
     if d % 2:
         raise ValueError(f"{fn}: X of shape {X.shape} has an odd width d_h={d}; RoPE rotates pairs")
+    if d == 0:
+        raise ValueError(f"{fn}: X of shape {X.shape} has width d_h = 0: no pairs to rotate")
     if positions is None:
         positions = np.arange(T)
-    pos = np.asarray(positions)
+    pos = number_array(fn, "positions", positions)
     if pos.shape != (T,):
         raise ValueError(
             f"{fn}: positions must have shape ({T},) for X of shape {X.shape}, "
@@ -219,7 +240,7 @@ def interpolate_positions(positions, train_length: int, target_length: int) -> n
     fn = "interpolate_positions"
     n_train = int_at_least(fn, "train_length", train_length)
     n_new = int_at_least(fn, "target_length", target_length)
-    pos = np.asarray(positions, dtype=np.float64)
+    pos = number_array(fn, "positions", positions).astype(np.float64)
     if pos.ndim != 1:
         raise ValueError(f"{fn}: positions must have shape (T,), got shape {pos.shape}")
     return pos * (n_train / n_new)
@@ -250,6 +271,7 @@ def shaw_attention(Q, K, V, rel_keys, rel_values, mask=None, scale: bool = True)
     """
     fn = "shaw_attention"
     Q, K, V, batch = attention_inputs(fn, Q, K, V)
+    flag(fn, "scale", scale)
     A_k = float_array(fn, "rel_keys", rel_keys, min_rank=2)
     A_v = float_array(fn, "rel_values", rel_values, min_rank=2)
     same_dtype(fn, Q=Q, rel_keys=A_k, rel_values=A_v)
@@ -317,6 +339,7 @@ def t5_relative_bucket(
             f"{fn}: relative_position must be integer, got dtype {rp.dtype} with shape {rp.shape}"
         )
     num_buckets = int_at_least(fn, "num_buckets", num_buckets, minimum=4)
+    flag(fn, "bidirectional", bidirectional)
     buckets = np.zeros(rp.shape, dtype=np.int64)
     if bidirectional:
         if num_buckets % 2:

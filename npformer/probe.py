@@ -18,7 +18,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.validation import float_array
+from npformer.validation import float_array, int_at_least, nonnegative_number
+
+
+def _check_probe(fn: str, probe) -> None:
+    if not isinstance(probe, LinearProbe):
+        raise ValueError(f"{fn}: probe must be a LinearProbe, got {type(probe).__name__}")
 
 
 class LinearProbe(NamedTuple):
@@ -57,6 +62,10 @@ def fit_linear_probe(features, labels, num_classes: int, ridge: float = 1e-3) ->
     Shapes: features (N, d), labels (N,) in [0, num_classes). Returns a :class:`LinearProbe`.
     """
     fn = "fit_linear_probe"
+    if labels is None:
+        raise ValueError(f"{fn}: labels must be an integer array of shape (N,), got None")
+    num_classes = int_at_least(fn, "num_classes", num_classes, minimum=2)
+    nonnegative_number(fn, "ridge", ridge)
     X, y = _check(fn, features, labels)
     if num_classes < 2 or y.max() >= num_classes:
         raise ValueError(
@@ -78,6 +87,7 @@ def fit_linear_probe(features, labels, num_classes: int, ridge: float = 1e-3) ->
 
 def probe_predict(probe: LinearProbe, features) -> np.ndarray:
     """The class with the largest output for each row of ``features`` (N, d). Returns (N,)."""
+    _check_probe("probe_predict", probe)
     X, _ = _check("probe_predict", features)
     if X.shape[1] != probe.mean.shape[0]:
         raise ValueError(
@@ -89,6 +99,9 @@ def probe_predict(probe: LinearProbe, features) -> np.ndarray:
 
 def probe_accuracy(probe: LinearProbe, features, labels) -> float:
     """Share of rows whose predicted class equals the label."""
+    _check_probe("probe_accuracy", probe)
+    if labels is None:
+        raise ValueError("probe_accuracy: labels must be an integer array of shape (N,), got None")
     X, y = _check("probe_accuracy", features, labels)
     return float((probe_predict(probe, X) == y).mean())
 

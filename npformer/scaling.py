@@ -19,7 +19,7 @@ from npformer.attention import (
     scaled_dot_product_attention_backward,
     softmax,
 )
-from npformer.validation import attention_inputs, float_array, int_at_least, same_dtype
+from npformer.validation import attention_inputs, flag, float_array, int_at_least, same_dtype
 
 
 def softmax_jacobian(p) -> np.ndarray:
@@ -104,7 +104,10 @@ def score_statistics(Q, K, scale: bool) -> ScalingStats:
         raise ValueError(
             f"{fn}: the leading axes of Q {Q.shape} and K {K.shape} do not broadcast"
         ) from None
+    scale = flag(fn, "scale", scale)
     d_k = Q.shape[-1]
+    if d_k == 0:
+        raise ValueError(f"{fn}: Q {Q.shape} and K {K.shape} have width d_k = 0: no scores")
     raw = Q @ K.swapaxes(-1, -2)  # (..., T, S)
     scores = raw / math.sqrt(d_k) if scale else raw  # (..., T, S)
     weights = softmax(scores, axis=-1)  # (..., T, S)
@@ -133,7 +136,8 @@ def measure_scaling(d_k, scale: bool, seed: int, T: int = 64, repetitions: int =
     d_k = int_at_least(fn, "d_k", d_k)
     T = int_at_least(fn, "T", T)
     repetitions = int_at_least(fn, "repetitions", repetitions)
-    rng = np.random.default_rng(seed)
+    flag(fn, "scale", scale)
+    rng = np.random.default_rng(int_at_least(fn, "seed", seed, minimum=0))
     Q = rng.normal(size=(repetitions, T, d_k))  # (r, T, d_k)
     K = rng.normal(size=(repetitions, T, d_k))  # (r, S = T, d_k)
     return score_statistics(Q, K, scale)

@@ -43,6 +43,7 @@ from npformer.label_smoothing import (
 )
 from npformer.optim import Adam
 from npformer.schedules import warmup_inverse_sqrt
+from npformer.validation import int_at_least, nonnegative_number, positive_number
 
 #: The start token; the symbols are 1 .. num_symbols.
 START = 0
@@ -131,10 +132,15 @@ class Seq2SeqRun:
             raise ValueError(f"{fn}: seed must be an integer, got {self.seed!r}")
         if not isinstance(self.ramp, bool):
             raise ValueError(f"{fn}: ramp must be True or False, got {self.ramp!r}")
+        if not isinstance(self.seed, bool) and self.seed < 0:
+            raise ValueError(f"{fn}: seed must be >= 0, got {self.seed!r}")
+        nonnegative_number(fn, "smoothing", self.smoothing)
         if isinstance(self.smoothing, bool) or not 0 <= self.smoothing < 1:
             raise ValueError(f"{fn}: smoothing must lie in [0, 1), got {self.smoothing!r}")
-        if isinstance(self.factor, bool) or not self.factor > 0:
-            raise ValueError(f"{fn}: factor must be positive, got {self.factor!r}")
+        f = self.factor
+        if isinstance(f, bool) or not isinstance(f, (int, float, np.number)) or not f > 0:
+            raise ValueError(f"{fn}: factor must be positive, got {f!r}")
+        positive_number(fn, "factor", f)  # and finite
 
     def model_config(self) -> EncoderDecoderConfig:
         return EncoderDecoderConfig(
@@ -223,6 +229,9 @@ def exposure_bias(params, config: EncoderDecoderConfig, src, plant_at: int, seed
     predictions equal to the target one step further on, as if the model had skipped a token.
     """
     fn = "exposure_bias"
+    if not isinstance(config, EncoderDecoderConfig):
+        raise ValueError(f"{fn}: config must be an EncoderDecoderConfig, got {config!r}")
+    seed = int_at_least(fn, "seed", seed, minimum=0)
     batch = reversal_of(src)
     N, L = batch.src.shape
     if isinstance(plant_at, bool) or not isinstance(plant_at, (int, np.integer)):

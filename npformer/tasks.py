@@ -42,6 +42,11 @@ def _check_task(fn: str, task: str) -> None:
         raise ValueError(f"{fn}: task must be one of {TASKS}, got {task!r}")
 
 
+def _check_rng(fn: str, rng) -> None:
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"{fn}: rng must be a numpy Generator, got {type(rng).__name__}")
+
+
 def _check_positive(fn: str, **values: int) -> None:
     for name, value in values.items():
         if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
@@ -73,6 +78,7 @@ def answer(prompts, task: str) -> np.ndarray:
 def random_prompts(rng: np.random.Generator, batch_size: int, length: int) -> np.ndarray:
     """``batch_size`` prompts of ``length`` symbols, uniform over the alphabet: (B, L) int64."""
     _check_positive("random_prompts", batch_size=batch_size, length=length)
+    _check_rng("random_prompts", rng)
     return rng.integers(0, ALPHABET_SIZE, size=(batch_size, length))  # (B, L)
 
 
@@ -90,6 +96,11 @@ def make_batch(
     fn = "make_batch"
     _check_task(fn, task)
     _check_positive(fn, batch_size=batch_size, length=length)
+    _check_rng(fn, rng)
+    try:
+        dtype = np.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"{fn}: dtype must be a NumPy dtype, got {dtype!r}") from None
     prompts = random_prompts(rng, batch_size, length)  # (B, L)
     sep = np.full((batch_size, 1), SEP, dtype=np.int64)  # (B, 1)
     sequence = np.concatenate([prompts, sep, answer(prompts, task)], axis=1)  # (B, 2L + 1)
@@ -100,6 +111,8 @@ def make_batch(
 
 def evaluation_prompts(n: int, length: int, seed: int = 999) -> np.ndarray:
     """The fixed held-out prompts of the evaluation: ``n`` prompts from their own seed, (n, L)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"evaluation_prompts: seed must be an integer >= 0, got {seed!r}")
     return random_prompts(np.random.default_rng(seed), n, length)
 
 
@@ -111,6 +124,8 @@ def with_separator(prompts) -> np.ndarray:
             f"with_separator: prompts must be a (B, L) integer array, got dtype {prompts.dtype} "
             f"with shape {prompts.shape}"
         )
+    if prompts.size and (prompts.min() < 0 or prompts.max() >= ALPHABET_SIZE):
+        raise ValueError(f"with_separator: prompts must hold symbols in [0, {ALPHABET_SIZE})")
     sep = np.full((prompts.shape[0], 1), SEP, dtype=np.int64)  # (B, 1)
     return np.concatenate([prompts.astype(np.int64, copy=False), sep], axis=1)  # (B, L + 1)
 

@@ -35,7 +35,7 @@ from npformer.attention import (
 )
 from npformer.multi_head import merge_heads, split_heads
 from npformer.optim import Adam
-from npformer.validation import divisible, float_array, int_at_least
+from npformer.validation import divisible, float_array, int_at_least, positive_number
 
 #: The parameter names of the model, in order.
 PARAM_NAMES = ("W_q", "W_k", "W_v", "W_o")
@@ -215,6 +215,10 @@ def backward(d_logits, cache: ModelCache) -> dict:
     """
     fn = "backward"
     d_logits = float_array(fn, "d_logits", d_logits)
+    if not isinstance(cache, ModelCache):
+        raise ValueError(
+            f"{fn}: cache must be the ModelCache of forward, got {type(cache).__name__}"
+        )
     X, att, merged, params, h, m = cache
     B, T, _ = X.shape
     expected = (B, T, m, params["W_o"].shape[1] // m)
@@ -274,9 +278,8 @@ def train(
     task = _check_task(fn, task)
     seed = int_at_least(fn, "seed", seed, 0)
     steps = int_at_least(fn, "steps", steps, 0)
-    if not lr > 0:
-        raise ValueError(f"{fn}: lr must be positive, got {lr!r}")
-    divisible(fn, int_at_least(fn, "d_model", d_model, 1), num_heads)
+    lr = positive_number(fn, "lr", lr)
+    divisible(fn, int_at_least(fn, "d_model", d_model, 1), int_at_least(fn, "num_heads", num_heads))
     rng = np.random.default_rng(seed)
     params = init_params(task, d_model, rng)
     optimizer = Adam(params, lr=lr)

@@ -23,7 +23,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.model import DecoderConfig, forward, init_params, loss_and_grads, position_scheme
+from npformer.model import (
+    DecoderConfig,
+    forward,
+    init_params,
+    loss_and_grads,
+    parameter_shapes,
+    position_scheme,
+)
 from npformer.optim import Adam
 from npformer.tasks import (
     TASKS,
@@ -33,6 +40,7 @@ from npformer.tasks import (
     make_batch,
     with_separator,
 )
+from npformer.validation import array_dict, flag, int_at_least
 
 #: Prompt attention patterns: "causal" everywhere, or "bidirectional" among the L prompt
 #: symbols (a prefix language model; the separator and the answer stay causal).
@@ -85,7 +93,8 @@ class TrainConfig:
             not isinstance(self.d_ff, (int, np.integer)) or self.d_ff < 1
         ):
             raise ValueError(f"{fn}: d_ff must be a positive integer or None, got {self.d_ff!r}")
-        if not (isinstance(self.lr, (int, float)) and math.isfinite(self.lr) and self.lr > 0):
+        lr_ok = isinstance(self.lr, (int, float)) and not isinstance(self.lr, bool)
+        if not (lr_ok and math.isfinite(self.lr) and self.lr > 0):
             raise ValueError(f"{fn}: lr must be a positive finite number, got {self.lr!r}")
         if self.d_model % self.num_heads != 0:
             raise ValueError(
@@ -166,6 +175,9 @@ def learning_rate(config: TrainConfig, step: int) -> float:
 
     Without warm-up (``warmup_steps`` 0) it is ``config.lr`` at every step.
     """
+    if not isinstance(config, TrainConfig):
+        raise ValueError(f"learning_rate: config must be a TrainConfig, got {config!r}")
+    step = int_at_least("learning_rate", "step", step, minimum=0)
     if config.warmup_steps == 0:
         return config.lr
     return config.lr * min(1.0, (step + 1) / config.warmup_steps)
@@ -173,6 +185,8 @@ def learning_rate(config: TrainConfig, step: int) -> float:
 
 def block_grad_norms(grads: dict, num_layers: int) -> np.ndarray:
     """The norm of the gradient of each block's parameters together: (num_layers,) float64."""
+    array_dict("block_grad_norms", "grads", grads)
+    num_layers = int_at_least("block_grad_norms", "num_layers", num_layers)
     norms = np.zeros(num_layers)
     for name, g in grads.items():
         if name.startswith("block"):
@@ -188,6 +202,11 @@ def prompt_attention_mask(length: int, total: int, bidirectional: bool) -> np.nd
     symbols also see each other both ways. Returns None for the plain causal mask (the model's
     default).
     """
+    fn = "prompt_attention_mask"
+    length, total = int_at_least(fn, "length", length), int_at_least(fn, "total", total)
+    if total < length:
+        raise ValueError(f"{fn}: total={total} must be at least the prompt's length={length}")
+    flag(fn, "bidirectional", bidirectional)
     if not bidirectional:
         return None
     mask = np.tril(np.ones((total, total), dtype=bool))  # (T, T) causal
@@ -210,6 +229,9 @@ def train(
     """
     if not isinstance(config, TrainConfig):
         raise ValueError(f"train: config must be a TrainConfig, got {type(config).__name__}")
+    if progress is not None and not callable(progress):
+        raise ValueError(f"train: progress must be a function or None, got {progress!r}")
+    flag("train", "record_grad_norms", record_grad_norms)
     start = time.perf_counter()
     rng = np.random.default_rng(config.seed)
     model_config = config.model_config()
@@ -247,6 +269,8 @@ def generate(next_logits: Callable[[np.ndarray], np.ndarray], start, num_new: in
     Shapes: start (B, t0) integer. Returns the generated tokens only, (B, num_new) int64.
     """
     fn = "generate"
+    if not callable(next_logits):
+        raise ValueError(f"{fn}: next_logits must be a function, got {next_logits!r}")
     tokens = np.asarray(start)
     if tokens.ndim != 2 or not np.issubdtype(tokens.dtype, np.integer):
         raise ValueError(
@@ -285,6 +309,19 @@ def model_logits(params: dict, model_config: DecoderConfig, attn_mask_fn=None):
 
     ``attn_mask_fn(T)``, when given, returns the (T, T) attention mask to use at length T.
     """
+    if not isinstance(params, dict):
+        raise ValueError(f"model_logits: params must be a dict, got {type(params).__name__}")
+    if not isinstance(model_config, DecoderConfig):
+        raise ValueError(
+            f"model_logits: model_config must be a DecoderConfig, got {model_config!r}"
+        )
+    missing = sorted(set(parameter_shapes(model_config)) - set(params))
+    if missing:
+        raise ValueError(f"model_logits: params lack {missing[:3]} needed by model_config")
+    if attn_mask_fn is not None and not callable(attn_mask_fn):
+        raise ValueError(
+            f"model_logits: attn_mask_fn must be a function or None, got {attn_mask_fn!r}"
+        )
 
     def next_logits(tokens):
         T = tokens.shape[1]
@@ -303,6 +340,9 @@ def evaluate(
     ``prompts`` (n, L) overrides them. The model sees [prompt, SEP] and generates L tokens.
     Returns an :class:`Evaluation`.
     """
+    if not isinstance(config, TrainConfig):
+        raise ValueError(f"evaluate: config must be a TrainConfig, got {config!r}")
+    n, seed = int_at_least("evaluate", "n", n), int_at_least("evaluate", "seed", seed, minimum=0)
     if prompts is None:
         prompts = evaluation_prompts(n, config.length, seed)  # (n, L)
     prompts = np.asarray(prompts)

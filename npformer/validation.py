@@ -34,13 +34,28 @@ def same_dtype(func: str, **arrays: np.ndarray) -> None:
         raise ValueError(f"{func}: inputs must share one dtype, got {listed}")
 
 
-def bool_mask(func: str, mask, target_shape: tuple[int, ...], what: str) -> np.ndarray:
+def number_array(func: str, name: str, x, min_rank: int = 0) -> np.ndarray:
+    """Return ``x`` as an ndarray of integers or floats (not bools, strings or objects)."""
+    arr = np.asarray(x)
+    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.number):
+        raise ValueError(f"{func}: {name} must be numbers, got dtype {arr.dtype} shape {arr.shape}")
+    if arr.ndim < min_rank:
+        raise ValueError(
+            f"{func}: {name} must have rank >= {min_rank}, got shape {arr.shape} (rank {arr.ndim})"
+        )
+    return arr
+
+
+def bool_mask(
+    func: str, mask, target_shape: tuple[int, ...], what: str, name: str = "mask"
+) -> np.ndarray:
     """Return ``mask`` as a bool array that broadcasts to ``target_shape``, or raise ValueError."""
     m = np.asarray(mask)
+    named = "" if name == "mask" else f" ({name})"  # the argument, when it is not ``mask``
     if m.dtype != np.bool_:
         raise ValueError(
             f"{func}: mask must be boolean (True = may attend), got dtype {m.dtype} "
-            f"with shape {m.shape}"
+            f"with shape {m.shape}{named}"
         )
     try:
         shape = np.broadcast_shapes(m.shape, target_shape)
@@ -48,14 +63,23 @@ def bool_mask(func: str, mask, target_shape: tuple[int, ...], what: str) -> np.n
         shape = None
     if shape != tuple(target_shape):
         raise ValueError(
-            f"{func}: mask of shape {m.shape} does not broadcast to {what} {tuple(target_shape)}"
+            f"{func}: mask of shape {m.shape} does not broadcast to {what} "
+            f"{tuple(target_shape)}{named}"
         )
     return m
 
 
 def divisible(func: str, d: int, h: int, d_name: str = "d_model", h_name: str = "num_heads"):
-    """Raise ValueError unless ``d`` is a positive multiple of ``h``."""
-    if h <= 0 or d <= 0 or d % h != 0:
+    """Raise ValueError unless ``d`` is a positive multiple of ``h``.
+
+    No function calls on the way through (chapter 09 counts the calls of a cached step, which
+    passes here once per layer): a non-number fails the arithmetic and is reported.
+    """
+    try:
+        ok = h > 0 and d > 0 and d % h == 0
+    except TypeError:
+        raise ValueError(f"{func}: {d_name}={d!r} and {h_name}={h!r} must be integers") from None
+    if not ok:
         raise ValueError(f"{func}: {d_name}={d} must be a positive multiple of {h_name}={h}")
 
 
@@ -125,6 +149,49 @@ def positive_number(func: str, name: str, value) -> float:
     if not ok or not np.isfinite(value) or not value > 0:
         raise ValueError(f"{func}: {name} must be a positive finite number, got {value!r}")
     return float(value)
+
+
+def real_number(func: str, name: str, value) -> float:
+    """Return ``value`` as a float if it is a finite real number (bools refused)."""
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )
+    if not ok or not np.isfinite(value):
+        raise ValueError(f"{func}: {name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def nonnegative_number(func: str, name: str, value) -> float:
+    """Return ``value`` as a float if it is a finite real number >= 0 (bools refused)."""
+    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
+        value, (bool, np.bool_)
+    )
+    if not ok or not np.isfinite(value) or not value >= 0:
+        raise ValueError(f"{func}: {name} must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def float_dtype(func: str, name: str, dtype) -> np.dtype:
+    """Return ``dtype`` as a floating ``np.dtype``, or raise ValueError naming it."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError:
+        raise ValueError(f"{func}: {name} must be floating, got {dtype!r}") from None
+    if not np.issubdtype(dt, np.floating):
+        raise ValueError(f"{func}: {name} must be floating, got {dt}")
+    return dt
+
+
+def sequence(func: str, name: str, value, min_len: int = 0) -> list:
+    """Return ``value`` as a list if it is a list, tuple or 1-D array of >= ``min_len`` items."""
+    if isinstance(value, np.ndarray) and value.ndim == 1:
+        value = value.tolist()
+    if not isinstance(value, (list, tuple)) or len(value) < min_len:
+        raise ValueError(
+            f"{func}: {name} must be a list or tuple of at least {min_len} item(s), got "
+            f"{type(value).__name__}"
+        )
+    return list(value)
 
 
 def generator(func: str, rng) -> np.random.Generator:

@@ -46,6 +46,10 @@ def _rounded(x: float, digits: int) -> float:
 
 def judge(ref: Reference, value: float) -> str:
     """The verdict for ``value`` against ``ref``."""
+    if not isinstance(ref, Reference):
+        raise ValueError(f"judge: ref must be a Reference, got {type(ref).__name__}")
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
+        raise ValueError(f"judge: value must be a number, got {value!r}")
     if not math.isfinite(value):
         return "outside"
     if _rounded(value, ref.digits) == _rounded(ref.expected, ref.digits):
@@ -242,6 +246,12 @@ def verify(
     ``overrides`` maps a reference's name to a value to use instead of recomputing it (for
     testing that a wrong value is reported as outside).
     """
+    if not isinstance(references, (tuple, list)) or not all(
+        isinstance(r, Reference) for r in references
+    ):
+        raise ValueError(f"verify: references must be a tuple of Reference, got {references!r}")
+    if overrides is not None and not isinstance(overrides, Mapping):
+        raise ValueError(f"verify: overrides must map names to numbers, got {overrides!r}")
     stream = sys.stdout if stream is None else stream
     overrides = dict(overrides or {})
     unknown = set(overrides) - {r.name for r in references}

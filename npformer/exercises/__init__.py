@@ -21,6 +21,8 @@ from typing import NamedTuple
 
 import numpy as np
 
+from npformer.validation import flag, int_at_least, nonnegative_number, sequence
+
 NOT_ATTEMPTED = "not attempted yet (solution below)"
 
 
@@ -46,6 +48,7 @@ class Report(NamedTuple):
 
 def fmt(x, digits: int = 4) -> str:
     """Format a number or an array with ``digits`` significant digits, machine-independently."""
+    digits = int_at_least("fmt", "digits", digits, 0)
     arr = np.asarray(x)
     if arr.dtype == np.bool_ or np.issubdtype(arr.dtype, np.integer):
         return np.array2string(arr, separator=", ") if arr.ndim else str(arr.item())
@@ -57,6 +60,10 @@ def fmt(x, digits: int = 4) -> str:
 
 def compare(expected, got, rtol: float = 1e-6, atol: float = 1e-9) -> str | None:
     """None if ``got`` matches ``expected`` in shape and value, else a message with both."""
+    rtol, atol = (
+        nonnegative_number("compare", "rtol", rtol),
+        nonnegative_number("compare", "atol", atol),
+    )
     if got is None:
         return "the function returned None"
     got = np.asarray(got)
@@ -76,6 +83,7 @@ def run_checks(fn: Callable, checks: Sequence[Check], *, show: bool = True) -> R
     """Run ``checks`` on the reader's ``fn`` in order; print and return the one-line verdict."""
     if not callable(fn):
         raise ValueError(f"run_checks: fn must be a function, got {type(fn).__name__}")
+    checks, show = sequence("run_checks", "checks", checks), flag("run_checks", "show", show)
     total = len(checks)
     passed = 0
     attempted = True
