@@ -64,11 +64,13 @@ def parse(path: Path) -> Mutant:
     patches = []
     for group in ("file: " + body).split("\nfile: "):
         group = group.removeprefix("file: ")
-        m = re.match(r"(\S+)\n--- old\n(.*?)\n\+\+\+ new\n(.*)$", group, re.S)
+        m = re.match(r"(\S+)\n--- old\n(.*?)\n\+\+\+ new(?:\n(.*))?$", group, re.S)
         if not m:
             raise ValueError(f"{path.name}: a file: group needs '--- old' and '+++ new' parts")
-        new = m.group(3)
-        patches.append((m.group(1), m.group(2) + "\n", new if new.endswith("\n") else new + "\n"))
+        new = m.group(3) or ""  # an empty new part deletes the old lines
+        if new and not new.endswith("\n"):
+            new += "\n"
+        patches.append((m.group(1), m.group(2) + "\n", new))
     return Mutant(path.stem, fields["description"].strip(), fields["catch"].split(), patches)
 
 
