@@ -15,8 +15,8 @@ export MKL_NUM_THREADS := 1
 # after every step makes each training step fault its memory back in (a high trim threshold:
 # ~1.3x on the training loop). But setting the trim threshold also freezes glibc's mmap
 # threshold at 128 KiB, so every large array (a T x T score matrix) would be a fresh mmap that
-# faults on first touch; a high mmap threshold keeps large arrays on the heap too. Chapters 08
-# and 09 measure both effects.
+# faults on first touch; a high mmap threshold keeps large arrays on the heap too. The appendix
+# on measuring honestly (chapter 14) counts both effects.
 export MALLOC_TRIM_THRESHOLD_ := 1073741824
 export MALLOC_MMAP_THRESHOLD_ := 1073741824
 export PYTHONHASHSEED := 0

@@ -100,6 +100,42 @@ def _tiles(T: int, S: int, causal: bool, block_q: int, block_k: int):
         yield i0, i1, keys
 
 
+class TileCounts(NamedTuple):
+    """What the forward pass of one head computes, counted exactly from its loop."""
+
+    tile_pairs: int  # (query tile, key tile) pairs computed: two BLAS calls each
+    all_pairs: int  # pairs in the full grid, had nothing been skipped
+    diagonal_pairs: int  # computed pairs that cross the causal diagonal (masked inside)
+    cells: int  # scores computed, the masked ones inside diagonal tiles included
+    visible: int  # scores a query may attend to: T (T + 1) / 2 + T (S - T) causal, else T S
+
+
+def tile_counts(T: int, S: int | None = None, causal: bool = True, block_q=128, block_k=256):
+    """Count the tiles and scores ``blocked_attention`` computes for one head of T queries.
+
+    The same loop as the forward pass (``S`` defaults to T; tiles clipped as there): key
+    tiles that start after the last query of a query tile are skipped when ``causal``.
+    Returns a :class:`TileCounts`.
+    """
+    fn = "tile_counts"
+    T = int_at_least(fn, "T", T)
+    S = T if S is None else int_at_least(fn, "S", S)
+    block_q = int_at_least(fn, "block_q", block_q)
+    block_k = int_at_least(fn, "block_k", block_k)
+    if causal and S < T:
+        raise ValueError(f"{fn}: a causal mask needs S >= T, got T={T} and S={S}")
+    block_q, block_k = min(block_q, T), min(block_k, S)
+    pairs = diagonal = cells = 0
+    for i0, i1, keys in _tiles(T, S, causal, block_q, block_k):
+        for j0, j1, crosses in keys:
+            pairs += 1
+            diagonal += crosses
+            cells += (i1 - i0) * (j1 - j0)
+    all_pairs = -(-T // block_q) * -(-S // block_k)
+    visible = T * (T + 1) // 2 + T * (S - T) if causal else T * S
+    return TileCounts(pairs, all_pairs, diagonal, cells, visible)
+
+
 def _forward_2d(Q, K, V, factor, causal, block_q, block_k, out, lse):
     """One head: Q (T, d_h), K (S, d_h), V (S, d_v); writes out (T, d_v) and lse (T,)."""
     (T, d_h), (S, d_v) = Q.shape, V.shape

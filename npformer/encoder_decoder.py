@@ -1,10 +1,14 @@
 """The encoder-decoder Transformer of 2017: forward pass, parameter count, greedy generation.
 
-Taught in chapter 07 (``chapters/07_encoder_decoder.ipynb``). Forward only. It reuses the
-pieces earlier chapters teach: the masks (chapter 03, :mod:`npformer.masks`), multi-head
-attention (chapter 04, :mod:`npformer.multi_head`), sinusoidal positions (chapter 05,
-:mod:`npformer.positions`), layer norm and the feed-forward network (chapter 06,
-:mod:`npformer.block`).
+Taught in chapter 07 (``chapters/07_encoder_decoder.ipynb``), which also trains it with the
+backward pass of this module (``encoder_decoder_backward``). It reuses the pieces earlier
+chapters teach: the masks (chapter 03, :mod:`npformer.masks`), multi-head attention (chapter
+04, :mod:`npformer.multi_head`, whose heads all run through the attention core of
+:mod:`npformer.attention`, forward and backward), sinusoidal positions (chapter 05,
+:mod:`npformer.positions`), layer norm and the feed-forward network, forward and backward
+(chapter 06, :mod:`npformer.block`). No attention is written in this module: the backward pass
+of a multi-head layer undoes the projections and the head split around
+``scaled_dot_product_attention_backward``.
 
 The layers are post-LN as in the paper, ``LN(x + sublayer(x))``, with a ReLU feed-forward
 network. Like ``torch.nn.Transformer``, each stack ends with one more layer norm
@@ -24,9 +28,21 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.block import feed_forward, layer_norm
+from npformer.attention import scaled_dot_product_attention_backward
+from npformer.block import (
+    feed_forward,
+    feed_forward_backward,
+    layer_norm,
+    layer_norm_backward,
+)
 from npformer.masks import causal_mask, key_padding_to_scores
-from npformer.multi_head import init_multi_head_params, multi_head_attention
+from npformer.multi_head import (
+    MultiHeadCache,
+    init_multi_head_params,
+    merge_heads,
+    multi_head_attention,
+    split_heads,
+)
 from npformer.positions import add_positions, sinusoidal_positions
 from npformer.validation import divisible, float_array, int_at_least
 
@@ -303,19 +319,26 @@ def embed(tokens, embedding) -> np.ndarray:
 
 
 class EncoderLayerCache(NamedTuple):
-    """What one encoder layer computed (for inspection: this module has no backward)."""
+    """What one encoder layer computed, for inspection and for ``encoder_layer_backward``."""
 
-    self_attn: object  # MultiHeadCache; .attention.weights is (B, h, S, S)
+    self_attn: MultiHeadCache  # .attention.weights is (B, h, S, S)
     after_attn: np.ndarray  # (B, S, d) LN(x + SelfAttn(x))
+    norm_1: object  # LayerNormCache of LN(x + SelfAttn(x))
+    ffn: object  # FeedForwardCache
+    norm_2: object  # LayerNormCache of LN(h + FFN(h))
 
 
 class DecoderLayerCache(NamedTuple):
-    """What one decoder layer computed (for inspection: this module has no backward)."""
+    """What one decoder layer computed, for inspection and for ``decoder_layer_backward``."""
 
-    self_attn: object  # MultiHeadCache; .attention.weights is (B, h, T, T)
-    cross_attn: object  # MultiHeadCache; .attention.weights is (B, h, T, S)
+    self_attn: MultiHeadCache  # .attention.weights is (B, h, T, T)
+    cross_attn: MultiHeadCache  # .attention.weights is (B, h, T, S)
     after_self_attn: np.ndarray  # (B, T, d)
     after_cross_attn: np.ndarray  # (B, T, d)
+    norm_1: object  # LayerNormCache
+    norm_2: object  # LayerNormCache
+    ffn: object  # FeedForwardCache
+    norm_3: object  # LayerNormCache
 
 
 _ATTENTION_KEYS = ("W_q", "W_k", "W_v", "W_o", "b_q", "b_k", "b_v", "b_o")
@@ -367,10 +390,12 @@ def encoder_layer(x, layer, num_heads: int, mask=None, eps: float = 1e-5):
     x = _check_stream(fn, "x", x, "(B, S, d)")
     _check_layer(fn, layer, _ENCODER_LAYER)
     a, attn_cache = multi_head_attention(x, x, layer["self_attn"], num_heads, mask=mask)
-    h, _ = layer_norm(x + a, layer["norm_1"]["gamma"], layer["norm_1"]["beta"], eps)  # (B, S, d)
-    f, _ = feed_forward(h, layer["ffn"], activation="relu")  # (B, S, d)
-    out, _ = layer_norm(h + f, layer["norm_2"]["gamma"], layer["norm_2"]["beta"], eps)
-    return out, EncoderLayerCache(attn_cache, h)
+    n1 = layer["norm_1"]
+    h, n1_cache = layer_norm(x + a, n1["gamma"], n1["beta"], eps)  # (B, S, d)
+    f, ffn_cache = feed_forward(h, layer["ffn"], activation="relu")  # (B, S, d)
+    n2 = layer["norm_2"]
+    out, n2_cache = layer_norm(h + f, n2["gamma"], n2["beta"], eps)  # (B, S, d)
+    return out, EncoderLayerCache(attn_cache, h, n1_cache, ffn_cache, n2_cache)
 
 
 def decoder_layer(
@@ -390,14 +415,17 @@ def decoder_layer(
     memory = _check_stream(fn, "memory", memory, "(B, S, d)")
     _check_layer(fn, layer, _DECODER_LAYER)
     a, self_cache = multi_head_attention(y, y, layer["self_attn"], num_heads, mask=self_mask)
-    h1, _ = layer_norm(y + a, layer["norm_1"]["gamma"], layer["norm_1"]["beta"], eps)
+    n1, n2, n3 = layer["norm_1"], layer["norm_2"], layer["norm_3"]
+    h1, n1_cache = layer_norm(y + a, n1["gamma"], n1["beta"], eps)  # (B, T, d)
     c, cross_cache = multi_head_attention(  # (B, T, d)
         h1, memory, layer["cross_attn"], num_heads, mask=memory_mask
     )
-    h2, _ = layer_norm(h1 + c, layer["norm_2"]["gamma"], layer["norm_2"]["beta"], eps)
-    f, _ = feed_forward(h2, layer["ffn"], activation="relu")  # (B, T, d)
-    out, _ = layer_norm(h2 + f, layer["norm_3"]["gamma"], layer["norm_3"]["beta"], eps)
-    return out, DecoderLayerCache(self_cache, cross_cache, h1, h2)
+    h2, n2_cache = layer_norm(h1 + c, n2["gamma"], n2["beta"], eps)  # (B, T, d)
+    f, ffn_cache = feed_forward(h2, layer["ffn"], activation="relu")  # (B, T, d)
+    out, n3_cache = layer_norm(h2 + f, n3["gamma"], n3["beta"], eps)  # (B, T, d)
+    return out, DecoderLayerCache(
+        self_cache, cross_cache, h1, h2, n1_cache, n2_cache, ffn_cache, n3_cache
+    )
 
 
 def encode(src_tokens, params, config: EncoderDecoderConfig, src_pad=None):
@@ -407,6 +435,12 @@ def encode(src_tokens, params, config: EncoderDecoderConfig, src_pad=None):
     Rows of ``memory`` at padded positions are computed but never read by the decoder.
     Returns (memory (B, S, d), list of EncoderLayerCache).
     """
+    memory, caches, _ = _encode(src_tokens, params, config, src_pad)
+    return memory, caches
+
+
+def _encode(src_tokens, params, config, src_pad):
+    """``encode``, also returning the final norm's cache (None without ``final_norm``)."""
     fn = "encode"
     _check_params(fn, params, config)
     src_tokens = _check_tokens(fn, "src_tokens", src_tokens, config.vocab_size)
@@ -417,10 +451,11 @@ def encode(src_tokens, params, config: EncoderDecoderConfig, src_pad=None):
     for layer in params["encoder"]:
         x, cache = encoder_layer(x, layer, config.num_heads, mask, config.eps)
         caches.append(cache)
+    norm_cache = None
     if config.final_norm:
         norm = params["encoder_norm"]
-        x, _ = layer_norm(x, norm["gamma"], norm["beta"], config.eps)
-    return x, caches
+        x, norm_cache = layer_norm(x, norm["gamma"], norm["beta"], config.eps)
+    return x, caches, norm_cache
 
 
 def decode(tgt_tokens, memory, params, config: EncoderDecoderConfig, src_pad=None):
@@ -432,6 +467,12 @@ def decode(tgt_tokens, memory, params, config: EncoderDecoderConfig, src_pad=Non
     own: the causal mask already hides every later position from each query.
     Returns (hidden (B, T, d), list of DecoderLayerCache).
     """
+    hidden, caches, _ = _decode(tgt_tokens, memory, params, config, src_pad)
+    return hidden, caches
+
+
+def _decode(tgt_tokens, memory, params, config, src_pad):
+    """``decode``, also returning the final norm's cache (None without ``final_norm``)."""
     fn = "decode"
     _check_params(fn, params, config)
     tgt_tokens = _check_tokens(fn, "tgt_tokens", tgt_tokens, config.vocab_size)
@@ -452,19 +493,24 @@ def decode(tgt_tokens, memory, params, config: EncoderDecoderConfig, src_pad=Non
             y, memory, layer, config.num_heads, self_mask, memory_mask, config.eps
         )
         caches.append(cache)
+    norm_cache = None
     if config.final_norm:
         norm = params["decoder_norm"]
-        y, _ = layer_norm(y, norm["gamma"], norm["beta"], config.eps)
-    return y, caches
+        y, norm_cache = layer_norm(y, norm["gamma"], norm["beta"], config.eps)
+    return y, caches, norm_cache
 
 
 class EncoderDecoderCache(NamedTuple):
-    """Intermediate results of :func:`encoder_decoder_forward`, for inspection."""
+    """Intermediate results of :func:`encoder_decoder_forward`, for inspection and backward."""
 
     memory: np.ndarray  # (B, S, d) the encoder's output
     hidden: np.ndarray  # (B, T, d) the decoder's output, before the projection
     encoder: list  # one EncoderLayerCache per encoder layer
     decoder: list  # one DecoderLayerCache per decoder layer
+    src_tokens: np.ndarray | None = None  # (B, S)
+    tgt_tokens: np.ndarray | None = None  # (B, T)
+    encoder_norm: object = None  # LayerNormCache of the encoder's final norm (or None)
+    decoder_norm: object = None  # LayerNormCache of the decoder's final norm (or None)
 
 
 def encoder_decoder_forward(
@@ -476,12 +522,190 @@ def encoder_decoder_forward(
     scores the token that follows tgt[:, :t + 1].
 
     Shapes: src_tokens (B, S), tgt_tokens (B, T) integer ids; src_pad (B, S) bool, True = real
-    source token. Returns (logits (B, T, vocab_size), EncoderDecoderCache).
+    source token. Returns (logits (B, T, vocab_size), EncoderDecoderCache); the cache is what
+    :func:`encoder_decoder_backward` needs.
     """
-    memory, enc_caches = encode(src_tokens, params, config, src_pad)  # (B, S, d)
-    hidden, dec_caches = decode(tgt_tokens, memory, params, config, src_pad)  # (B, T, d)
+    memory, enc_caches, enc_norm = _encode(src_tokens, params, config, src_pad)  # (B, S, d)
+    hidden, dec_caches, dec_norm = _decode(tgt_tokens, memory, params, config, src_pad)
     logits = hidden @ params["embedding"].T  # (B, T, vocab_size)
-    return logits, EncoderDecoderCache(memory, hidden, enc_caches, dec_caches)
+    cache = EncoderDecoderCache(
+        memory,
+        hidden,
+        enc_caches,
+        dec_caches,
+        np.asarray(src_tokens),
+        np.asarray(tgt_tokens),
+        enc_norm,
+        dec_norm,
+    )
+    return logits, cache
+
+
+# ---------------------------------------------------------------------------------------------
+# Backward
+# ---------------------------------------------------------------------------------------------
+
+
+def _multi_head_backward(d_out, cache: MultiHeadCache, params: dict):
+    """Backward of ``multi_head_attention``: the projections and the head split, around the core.
+
+    With Q = X_q W_q + b_q (and K, V from X_kv), heads = attention(Q, K, V) from the attention
+    core, out = merge(heads) W_o + b_o:
+        dW_o = merged^T d_out, d_heads = split(d_out W_o^T),
+        (dQ, dK, dV) = scaled_dot_product_attention_backward(d_heads),
+        dW_q = X_q^T merge(dQ), dX_q = merge(dQ) W_q^T, dX_kv = merge(dK) W_k^T + merge(dV) W_v^T.
+    Shapes: d_out (B, T, d). Returns (dX_q (B, T, d), dX_kv (B, S, d), grads like ``params``).
+    """
+    d = cache.X_q.shape[-1]
+    g = d_out.reshape(-1, d)  # (B T, d)
+    grads = {
+        "W_o": cache.merged.reshape(-1, d).T @ g,  # (d, d)
+        "b_o": g.sum(axis=0),  # (d,)
+    }
+    d_heads = split_heads(d_out @ params["W_o"].T, cache.num_heads)  # (B, h, T, d_h)
+    dQ, dK, dV = scaled_dot_product_attention_backward(d_heads, cache.attention)
+    dX_q = np.zeros_like(cache.X_q)  # (B, T, d)
+    dX_kv = np.zeros_like(cache.X_kv)  # (B, S, d)
+    for name, dH, X, dX in (
+        ("q", dQ, cache.X_q, dX_q),
+        ("k", dK, cache.X_kv, dX_kv),
+        ("v", dV, cache.X_kv, dX_kv),
+    ):
+        dP = merge_heads(dH)  # (B, ., d) the gradient of X W + b
+        grads[f"W_{name}"] = X.reshape(-1, d).T @ dP.reshape(-1, d)  # (d, d)
+        grads[f"b_{name}"] = dP.reshape(-1, d).sum(axis=0)  # (d,)
+        dX += dP @ params[f"W_{name}"].T
+    order = ("W_q", "W_k", "W_v", "W_o", "b_q", "b_k", "b_v", "b_o")
+    return dX_q, dX_kv, {n: grads[n] for n in order}
+
+
+def _ffn_backward(d_out, cache):
+    """``feed_forward_backward``, its gradients in the order of the parameters."""
+    dx, grads = feed_forward_backward(d_out, cache)
+    return dx, {n: grads[n] for n in ("W_1", "b_1", "W_2", "b_2")}
+
+
+def _norm_grads(dgamma, dbeta) -> dict:
+    return {"gamma": dgamma, "beta": dbeta}
+
+
+def encoder_layer_backward(d_out, cache: EncoderLayerCache, layer: dict):
+    """Backward of :func:`encoder_layer`.
+
+    Through out = LN_2(h + FFN(h)) and h = LN_1(x + SelfAttn(x)), in reverse: each layer norm
+    and the FFN with the backward functions of :mod:`npformer.block`, the attention with the
+    attention core's backward; each residual adds its two paths.
+    Shapes: d_out (B, S, d). Returns (dx (B, S, d), grads: a dict shaped like ``layer``).
+    """
+    fn = "encoder_layer_backward"
+    d_out = _check_stream(fn, "d_out", d_out, "(B, S, d)")
+    _check_layer(fn, layer, _ENCODER_LAYER)
+    d_sum2, dg2, db2 = layer_norm_backward(d_out, cache.norm_2)  # d(h + f)
+    d_h, ffn_grads = _ffn_backward(d_sum2, cache.ffn)
+    d_h = d_h + d_sum2  # the residual path
+    d_sum1, dg1, db1 = layer_norm_backward(d_h, cache.norm_1)  # d(x + a)
+    dx_q, dx_kv, attn_grads = _multi_head_backward(d_sum1, cache.self_attn, layer["self_attn"])
+    dx = d_sum1 + dx_q + dx_kv  # residual, queries, keys and values all read x
+    grads = {
+        "self_attn": attn_grads,
+        "norm_1": _norm_grads(dg1, db1),
+        "ffn": ffn_grads,
+        "norm_2": _norm_grads(dg2, db2),
+    }
+    return dx, grads
+
+
+def decoder_layer_backward(d_out, cache: DecoderLayerCache, layer: dict):
+    """Backward of :func:`decoder_layer`.
+
+    Through the FFN, the cross-attention and the masked self-attention in reverse order. The
+    cross-attention's queries come from the decoder stream, its keys and values from the
+    memory, so it returns a gradient for each: ``d_memory`` is this layer's share of the
+    gradient of the encoder's output (every decoder layer adds its own).
+    Shapes: d_out (B, T, d). Returns (dy (B, T, d), d_memory (B, S, d), grads shaped like
+    ``layer``).
+    """
+    fn = "decoder_layer_backward"
+    d_out = _check_stream(fn, "d_out", d_out, "(B, T, d)")
+    _check_layer(fn, layer, _DECODER_LAYER)
+    d_sum3, dg3, db3 = layer_norm_backward(d_out, cache.norm_3)  # d(h2 + f)
+    d_h2, ffn_grads = _ffn_backward(d_sum3, cache.ffn)
+    d_h2 = d_h2 + d_sum3
+    d_sum2, dg2, db2 = layer_norm_backward(d_h2, cache.norm_2)  # d(h1 + c)
+    dq, d_memory, cross_grads = _multi_head_backward(d_sum2, cache.cross_attn, layer["cross_attn"])
+    d_h1 = d_sum2 + dq
+    d_sum1, dg1, db1 = layer_norm_backward(d_h1, cache.norm_1)  # d(y + a)
+    dy_q, dy_kv, self_grads = _multi_head_backward(d_sum1, cache.self_attn, layer["self_attn"])
+    dy = d_sum1 + dy_q + dy_kv
+    grads = {
+        "self_attn": self_grads,
+        "norm_1": _norm_grads(dg1, db1),
+        "cross_attn": cross_grads,
+        "norm_2": _norm_grads(dg2, db2),
+        "ffn": ffn_grads,
+        "norm_3": _norm_grads(dg3, db3),
+    }
+    return dy, d_memory, grads
+
+
+def _embedding_backward(dE: np.ndarray, tokens: np.ndarray, d_stream: np.ndarray) -> None:
+    """Add the gradient of sqrt(d) E[tokens] to ``dE``: a repeated token adds up."""
+    d = dE.shape[1]
+    np.add.at(dE, tokens.reshape(-1), math.sqrt(d) * d_stream.reshape(-1, d))
+
+
+def encoder_decoder_backward(d_logits, cache: EncoderDecoderCache, params, config):
+    """Gradients of every parameter of :func:`encoder_decoder_forward`, given dL/dlogits.
+
+    The chain rule in reverse: the tied projection (logits = G E^T gives dE = dlogits^T G and
+    dG = dlogits E), the decoder's final norm and layers (each adding its share of d_memory),
+    the encoder's final norm and layers, and the two embeddings. The one matrix E collects three
+    contributions: the output projection, the target embedding and the source embedding, the
+    last two accumulated row by row for every occurrence of a token. The positions are a fixed
+    formula and get no gradient.
+
+    Shapes: d_logits (B, T, vocab_size). Returns a nested dict shaped like ``params`` (use
+    :func:`named_parameters` to flatten both for an optimizer).
+    """
+    fn = "encoder_decoder_backward"
+    if not isinstance(cache, EncoderDecoderCache) or cache.src_tokens is None:
+        raise ValueError(f"{fn}: cache must be the EncoderDecoderCache of encoder_decoder_forward")
+    _check_params(fn, params, config)
+    d_logits = float_array(fn, "d_logits", d_logits)
+    B, T, d = cache.hidden.shape
+    expected = (B, T, config.vocab_size)
+    if d_logits.shape != expected:
+        raise ValueError(
+            f"{fn}: d_logits has shape {d_logits.shape}, the forward's logits had {expected}"
+        )
+    E = params["embedding"]  # (vocab_size, d)
+    g2 = d_logits.reshape(-1, config.vocab_size)  # (B T, vocab_size)
+    dE = g2.T @ cache.hidden.reshape(-1, d)  # (vocab_size, d) the output projection's share
+    grads: dict = {"embedding": dE}
+    dy = d_logits @ E  # (B, T, d)
+    if config.final_norm:
+        dy, dg, db = layer_norm_backward(dy, cache.decoder_norm)
+        dec_norm = _norm_grads(dg, db)
+    d_memory = np.zeros_like(cache.memory)  # (B, S, d)
+    dec_grads = [None] * len(params["decoder"])
+    for i in reversed(range(len(params["decoder"]))):
+        dy, dm, dec_grads[i] = decoder_layer_backward(dy, cache.decoder[i], params["decoder"][i])
+        d_memory += dm
+    _embedding_backward(dE, cache.tgt_tokens, dy)
+    dx = d_memory
+    if config.final_norm:
+        dx, dg, db = layer_norm_backward(dx, cache.encoder_norm)
+        enc_norm = _norm_grads(dg, db)
+    enc_grads = [None] * len(params["encoder"])
+    for i in reversed(range(len(params["encoder"]))):
+        dx, enc_grads[i] = encoder_layer_backward(dx, cache.encoder[i], params["encoder"][i])
+    _embedding_backward(dE, cache.src_tokens, dx)
+    grads["encoder"] = enc_grads
+    grads["decoder"] = dec_grads
+    if config.final_norm:
+        grads["encoder_norm"] = enc_norm
+        grads["decoder_norm"] = dec_norm
+    return grads
 
 
 class Generation(NamedTuple):

@@ -11,6 +11,9 @@ fast, and accepts three kinds of intervention:
 - ablate a head: its output (its weighted sum of values, before W_o) is set to zero;
 - replace a head's attention weights: by a given (B, T, S) distribution, or by a rule applied
   to the weights the head computed itself (:func:`uniform_weights`, :func:`permuted_weights`);
+- patch a head's output: its weighted sum of values is replaced by given values (``patch``),
+  for mean-ablation (the head's mean output over a batch), resample-ablation (its output on
+  other prompts) and activation patching (its output on a prompt that differs in one symbol);
 - edit input tokens before the embedding (``token_edits``).
 
 With no intervention its logits equal ``npformer.model.forward``'s (checked in
@@ -47,6 +50,9 @@ class InterventionResult(NamedTuple):
     logits: np.ndarray  # (B, T, vocab_size)
     weights: list  # per layer (B, h, T, T): the weights each head applied to its values
     own_weights: list  # per layer (B, h, T, T): softmax(Q K^T / sqrt(d_h)) of each head
+    outputs: (
+        list  # per layer (B, h, T, d_h): what each head wrote, before W_o (after interventions)
+    )
 
 
 # ----------------------------------------------------------------------------- validation
@@ -55,6 +61,11 @@ class InterventionResult(NamedTuple):
 def _check_params(fn: str, params: Mapping, config: DecoderConfig) -> np.dtype:
     if not isinstance(config, DecoderConfig):
         raise ValueError(f"{fn}: config must be a DecoderConfig, got {type(config).__name__}")
+    if config.positions not in ("learned", "none"):
+        # the heads are re-run here one by one; RoPE and ALiBi live inside the block's layer
+        raise ValueError(
+            f"{fn}: interventions support positions 'learned' or 'none', got {config.positions!r}"
+        )
     shapes = parameter_shapes(config)
     missing = sorted(set(shapes) - set(params))
     if missing:
@@ -147,6 +158,24 @@ def check_attention_weights(fn: str, weights, visible: np.ndarray, dtype) -> np.
     return w
 
 
+def _check_patch(fn, config, patch, B, T, dtype):
+    """{(layer, head): values broadcast to (B, T, d_h)}, or ValueError naming the shapes."""
+    d_h = config.d_model // config.num_heads
+    patched = {}
+    for key, value in dict(patch or {}).items():
+        layer, head = _check_head(fn, key, config)
+        v = float_array(fn, f"patch[{key!r}]", value)
+        if v.shape not in ((B, T, d_h), (T, d_h), (d_h,)):
+            raise ValueError(
+                f"{fn}: patch[{key!r}] of shape {v.shape} does not fit the head's output: "
+                f"expected (B, T, d_h) = {(B, T, d_h)}, (T, d_h) = {(T, d_h)} or (d_h,) = {(d_h,)}"
+            )
+        if not np.isfinite(v).all():
+            raise ValueError(f"{fn}: patch[{key!r}] of shape {v.shape} must be finite")
+        patched[layer, head] = np.broadcast_to(v, (B, T, d_h)).astype(dtype)
+    return patched
+
+
 def _check_interventions(fn, config, ablate, replace):
     ablated = {_check_head(fn, key, config) for key in ablate}
     replaced = {}
@@ -210,10 +239,11 @@ def permuted_weights(rng: np.random.Generator) -> Callable[[np.ndarray, np.ndarr
 # ----------------------------------------------------------------------------- the forward pass
 
 
-def _attention_layer(x, params, config, layer, visible, ablated, replaced):
+def _attention_layer(x, params, config, layer, visible, ablated, replaced, patched):
     """One causal multi-head self-attention layer with its interventions.
 
-    Returns (out (B, T, d), applied weights (B, h, T, T), own weights (B, h, T, T)).
+    Returns (out (B, T, d), applied weights (B, h, T, T), own weights (B, h, T, T),
+    head outputs (B, h, T, d_h)).
     """
     fn = "forward_with_interventions"
     a, d, h = f"block{layer}.attn.", config.d_model, config.num_heads
@@ -234,8 +264,11 @@ def _attention_layer(x, params, config, layer, visible, ablated, replaced):
     for lay, head in ablated:
         if lay == layer:
             context[:, head] = 0.0  # the head's output is gone; W_o and b_o stay
+    for (lay, head), values in patched.items():
+        if lay == layer:
+            context[:, head] = values  # the head writes given values instead of its own
     out = merge_heads(context) @ params[a + "W_o"] + params[a + "b_o"]  # (B, T, d)
-    return out, weights, own
+    return out, weights, own, context
 
 
 def forward_with_interventions(
@@ -245,6 +278,7 @@ def forward_with_interventions(
     *,
     ablate: Iterable = (),
     replace: Mapping | None = None,
+    patch: Mapping | None = None,
     token_edits: Mapping | None = None,
     attn_mask=None,
 ) -> InterventionResult:
@@ -257,12 +291,15 @@ def forward_with_interventions(
       - ``replace``: {(layer, head): weights or rule}: the head outputs A' V, with A' a (B, T, S)
         or (T, S) array, or ``rule(A (B, T, S), visible (B, T, S))``; A' must be a distribution
         over each query's visible keys (see :func:`check_attention_weights`);
+      - ``patch``: {(layer, head): values of shape (B, T, d_h), (T, d_h) or (d_h,)}: the head
+        outputs these values instead of A V (its weights are still computed and returned);
       - ``token_edits``: {position: token id or (B,) ids}: the input tokens are changed there.
     ``attn_mask`` (bool, broadcasting to (B, h, T, T)) replaces the causal mask, as in
     ``npformer.model.forward``. Keeps the parameters' dtype.
 
     Shapes: tokens (B, T) integer ids. Returns InterventionResult(logits (B, T, vocab_size),
-    weights, own_weights), the last two lists with one (B, h, T, T) array per layer.
+    weights, own_weights, outputs): lists with one (B, h, T, T) array per layer for the two
+    weights, one (B, h, T, d_h) array per layer for the heads' outputs.
     """
     fn = "forward_with_interventions"
     _check_params(fn, params, config)
@@ -271,13 +308,17 @@ def forward_with_interventions(
     tokens = _apply_token_edits(fn, tokens, token_edits, config)
     B, T = tokens.shape
     h = config.num_heads
+    patched = _check_patch(fn, config, patch, B, T, np.asarray(params["tok_emb"]).dtype)
+    clash = sorted((ablated | set(replaced)) & set(patched))
+    if clash:
+        raise ValueError(f"{fn}: heads {clash} are patched and also ablated or replaced")
     mask = causal_mask(T) if attn_mask is None else attn_mask  # True = may attend
     visible = np.broadcast_to(bool_mask(fn, mask, (B, h, T, T), "scores of shape"), (B, h, T, T))
 
     x = params["tok_emb"][tokens]  # (B, T, d)
-    if config.positions:
+    if config.positions == "learned":
         x = x + params["pos_emb"][:T]  # (B, T, d)
-    applied, own = [], []
+    applied, own, outputs = [], [], []
     for layer in range(config.num_layers):
         q = f"block{layer}."
         ffn = {
@@ -287,21 +328,22 @@ def forward_with_interventions(
         }
         ln1 = (params[q + "ln1.gamma"], params[q + "ln1.beta"], config.ln_eps)
         ln2 = (params[q + "ln2.gamma"], params[q + "ln2.beta"], config.ln_eps)
-        args = (params, config, layer, visible, ablated, replaced)
+        args = (params, config, layer, visible, ablated, replaced, patched)
         if config.ln == "pre":  # x + f(LN(x))
-            attn, w, a = _attention_layer(layer_norm(x, *ln1)[0], *args)
+            attn, w, a, o = _attention_layer(layer_norm(x, *ln1)[0], *args)
             x = x + attn
             x = x + feed_forward(layer_norm(x, *ln2)[0], ffn, config.activation)[0]
         else:  # LN(x + f(x))
-            attn, w, a = _attention_layer(x, *args)
+            attn, w, a, o = _attention_layer(x, *args)
             x = layer_norm(x + attn, *ln1)[0]
             x = layer_norm(x + feed_forward(x, ffn, config.activation)[0], *ln2)[0]
         applied.append(w)
         own.append(a)
+        outputs.append(o)
     if config.final_ln:
         x = layer_norm(x, params["ln_f.gamma"], params["ln_f.beta"], config.ln_eps)[0]
     logits = x @ params["W_out"] + params["b_out"]  # (B, T, vocab_size)
-    return InterventionResult(logits, applied, own)
+    return InterventionResult(logits, applied, own, outputs)
 
 
 def generate_with_interventions(params, config: DecoderConfig, start, num_new: int, **kwargs):
@@ -383,6 +425,7 @@ class AdversarialResult(NamedTuple):
     )  # (B, R) JS (bits) from the own weights per searched row: the largest reached
     history: np.ndarray  # (steps taken + 1,) the mean of ``distance`` after each step
     accepted: np.ndarray  # (B, R) how many steps each row kept
+    output_tv: np.ndarray  # (B, R) TV of the output distribution from the model's, at the end
 
 
 def adversarial_weights(
@@ -398,6 +441,7 @@ def adversarial_weights(
     init_scale: float = 0.5,
     seed: int = 0,
     min_step: float = 1e-6,
+    max_tv: float | None = None,
 ) -> AdversarialResult:
     """Gradient ascent on the distance of one head's weights from its own, predictions fixed.
 
@@ -408,9 +452,12 @@ def adversarial_weights(
 
     1. z' = z + eta * dJS(A, A'(z)) / dz for every row at once (JS in bits);
     2. run the model with A'(z'): a row is a candidate if the prediction at its own position is
-       unchanged and its distance grew;
+       unchanged (and, with ``max_tv``, the total variation between the model's output
+       distribution there and the unmodified model's is at most ``max_tv``) and its distance
+       grew;
     3. run the model with the candidates' rows moved and the other rows kept: if any prediction
-       at a position in ``rows`` changed, the whole sequence keeps its previous z (backtrack).
+       at a position in ``rows`` changed (or left the ``max_tv`` bound), the whole sequence
+       keeps its previous z (backtrack).
 
     A kept row's step size grows by 1.5, any other row's halves. Every kept state therefore
     predicts exactly what the model predicts, and a row's distance never decreases, so the
@@ -444,12 +491,21 @@ def adversarial_weights(
     for name, value in (("step_size", step_size), ("init_scale", init_scale)):
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value > 0):
             raise ValueError(f"{fn}: {name} must be a positive number, got {value!r}")
+    if max_tv is not None and not (
+        isinstance(max_tv, (int, float))
+        and not isinstance(max_tv, bool)
+        and math.isfinite(max_tv)
+        and 0 < max_tv <= 1
+    ):
+        raise ValueError(f"{fn}: max_tv must be None or a number in (0, 1], got {max_tv!r}")
 
     clean = forward_with_interventions(params, config, tokens)
     target = clean.logits[:, rows].argmax(axis=-1)  # (B, R) the predictions to keep
+    base = output_distributions(clean.logits[:, rows])  # (B, R, vocab_size)
     own = clean.own_weights[layer][:, head]  # (B, T, T)
     visible = np.broadcast_to(causal_mask(T), (B, T, T))[:, rows]  # (B, R, T)
     p = own[:, rows]  # (B, R, T)
+    last_tv = {}
 
     def run(z):
         """Weights A'(z) in place of the head's rows; which predictions stay; row distances."""
@@ -458,16 +514,22 @@ def adversarial_weights(
         full[:, rows] = q  # (B, T, T)
         out = forward_with_interventions(params, config, tokens, replace={(layer, head): full})
         same = out.logits[:, rows].argmax(axis=-1) == target  # (B, R)
+        tv = total_variation(output_distributions(out.logits[:, rows]), base)  # (B, R)
+        if max_tv is not None:
+            same &= tv <= max_tv
+        last_tv["tv"] = tv
         return full, same, js_divergence(p, q)  # (B, T, T), (B, R), (B, R)
 
     rng = np.random.default_rng(seed)
     z0 = np.where(visible, np.log(np.maximum(p, np.finfo(p.dtype).tiny)), -np.inf)  # (B, R, T)
     z = np.where(visible, z0 + init_scale * rng.standard_normal(p.shape), -np.inf)
     weights, same, dist = run(z)
+    output_tv = last_tv["tv"]
     ok = same.all(axis=1)  # (B,)
     z = np.where(ok[:, None, None], z, z0)  # a noisy start that changes a prediction: back to A
     weights = np.where(ok[:, None, None], weights, own)
     dist = np.where(ok[:, None], dist, 0.0)  # (B, R)
+    output_tv = np.where(ok[:, None], output_tv, 0.0)
     eta = np.full(dist.shape, float(step_size))  # (B, R)
     accepted = np.zeros(dist.shape, dtype=np.int64)
     history = [dist.mean()]
@@ -480,6 +542,7 @@ def adversarial_weights(
         weights_try, same, dist_try = run(z_try)  # verify the combination
         keep &= same.all(axis=1, keepdims=True)  # a sequence that changed anything: backtrack
         seq = keep.any(axis=1)  # (B,) sequences that moved
+        output_tv = np.where(seq[:, None], last_tv["tv"], output_tv)
         z = np.where(keep[..., None], z_new, z)
         weights = np.where(seq[:, None, None], weights_try, weights)
         dist = np.where(keep, dist_try, dist)
@@ -488,7 +551,7 @@ def adversarial_weights(
         history.append(dist.mean())
         if eta.max() < min_step:
             break
-    return AdversarialResult(weights, own, dist, np.array(history), accepted)
+    return AdversarialResult(weights, own, dist, np.array(history), accepted, output_tv)
 
 
 def output_distributions(logits) -> np.ndarray:

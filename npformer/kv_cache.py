@@ -9,9 +9,14 @@ so that each step projects one row instead of the whole prefix. Grouped-query at
 the same factor (``num_kv_heads = num_heads`` is multi-head attention, ``num_kv_heads = 1`` is
 multi-query attention).
 
-The chapter's toy model is a stack of attention-only layers (no feed-forward, no vocabulary):
-layer l maps X to X + grouped_query_attention(X) with its own W_q, W_k, W_v, W_o; the output at
-the last position, rescaled to norm sqrt(d), is the next input vector.
+The chapter first caches a toy model, a stack of attention-only layers (no feed-forward, no
+vocabulary): layer l maps X to X + grouped_query_attention(X) with its own W_q, W_k, W_v,
+W_o; the output at the last position, rescaled to norm sqrt(d), is the next input vector.
+
+The chapter then caches the trained decoder of ``npformer.model`` (chapter 10's model):
+:func:`decoder_forward_with_cache` runs n new tokens at positions ``cache.length ...`` through
+its blocks, and :func:`generate_greedy_with_cache` decodes greedily with it, token for token
+what ``npformer.train.generate`` produces without a cache.
 
 Weight convention of the book: a linear layer is ``x @ W`` with ``W`` of shape (d_in, d_out);
 the toy model has no biases.
@@ -23,6 +28,8 @@ import math
 
 import numpy as np
 
+from npformer.attention import scaled_dot_product_attention
+from npformer.block import feed_forward, layer_norm
 from npformer.masks import causal_mask
 from npformer.validation import divisible, float_array, int_at_least
 
@@ -235,10 +242,9 @@ def grouped_query_attention(
     are written after the ``cache.length`` rows already cached and the n queries attend to all
     of them, causally: new row i sits at position cache.length + i. One new row needs no mask.
 
-    The attention is computed here, not by calling ``scaled_dot_product_attention`` (chapter 01):
-    the inputs are checked once, at this boundary, and the softmax runs in place on the one
-    score array. A generation step with a cache is a handful of tiny array operations, so what
-    it pays per call matters as much as the arithmetic (chapter 09 measures it).
+    The attention itself is the core of chapter 01, ``scaled_dot_product_attention``, on the
+    query heads grouped as (B, g, h/g, n, d_h) against keys and values of shape
+    (B, g, 1, S, d_h), which broadcast over each group.
 
     Shapes: X (B, n, d); params as in :func:`init_attention_only_model`.
     Returns out (B, n, d) (without the residual).
@@ -253,7 +259,6 @@ def grouped_query_attention(
     _check_layer(fn, params, d, g * d_h, X.dtype)
 
     Q = (X @ params["W_q"]).reshape(B, n, g, group, d_h)  # (B, n, g, h/g, d_h)
-    Q *= 1.0 / math.sqrt(d_h)  # scale the n queries rather than the n x S scores
     Q = Q.transpose(0, 2, 3, 1, 4)  # (B, g, h/g, n, d_h): query heads by group
     K = (X @ params["W_k"]).reshape(B, n, g, d_h).transpose(0, 2, 1, 3)  # (B, g, n, d_h)
     V = (X @ params["W_v"]).reshape(B, n, g, d_h).transpose(0, 2, 1, 3)  # (B, g, n, d_h)
@@ -261,13 +266,8 @@ def grouped_query_attention(
         K, V = cache.write(layer, K, V)  # (B, g, S, d_h): the past and the new rows
     S = K.shape[2]
     # Each group's K, V broadcast over its h/g query heads (axis 2): never copied per head.
-    scores = Q @ K[:, :, None].swapaxes(-1, -2)  # (B, g, h/g, n, S)
-    if n > 1:  # a single last row sees every key
-        np.copyto(scores, -np.inf, where=~causal_mask(n, S))  # (n, S) broadcast
-    scores -= scores.max(axis=-1, keepdims=True)  # the stable softmax, in place
-    np.exp(scores, out=scores)
-    scores /= scores.sum(axis=-1, keepdims=True)  # the weights P (B, g, h/g, n, S)
-    heads = scores @ V[:, :, None]  # (B, g, h/g, n, d_h)
+    mask = None if n == 1 else causal_mask(n, S)  # a single last row sees every key
+    heads, _ = scaled_dot_product_attention(Q, K[:, :, None], V[:, :, None], mask)
     merged = heads.transpose(0, 3, 1, 2, 4).reshape(B, n, d)  # (B, n, d): heads side by side
     return merged @ params["W_o"]  # (B, n, d)
 
@@ -356,3 +356,144 @@ def generate_with_cache(
         x = next_input(attention_only_forward(x, layers, num_heads, num_kv_heads, cache))
         rows.append(x)  # (B, 1, d)
     return np.concatenate(rows, axis=1)  # (B, P + num_new, d)
+
+
+# ----------------------------------------------------------------------------- the trained decoder
+
+
+def decoder_cache(config, batch: int, max_len: int | None = None, dtype=np.float64) -> KVCache:
+    """An empty :class:`KVCache` for the decoder of ``npformer.model`` with ``config``.
+
+    One key-value head per query head (the decoder is multi-head), ``max_len`` positions
+    (default: the rows of its position table).
+    """
+    max_len = config.max_len if max_len is None else max_len
+    return KVCache(config.num_layers, batch, config.num_heads, max_len, config.d_head, dtype)
+
+
+def _heads(x, B: int, n: int, h: int, d_h: int) -> np.ndarray:
+    return x.reshape(B, n, h, d_h).transpose(0, 2, 1, 3)  # (B, n, h d_h) -> (B, h, n, d_h)
+
+
+def _attention_with_cache(x, params, config, layer, cache):
+    """The causal self-attention sub-layer of block ``layer`` on n new rows, through the cache."""
+    B, n, d = x.shape
+    h, d_h = config.num_heads, config.d_head
+    a = f"block{layer}.attn."
+    qkv = x @ params[a + "W_qkv"]  # (B, n, 3d): columns [Q | K | V]
+    qkv += params[a + "b_qkv"]
+    q = _heads(qkv[..., :d], B, n, h, d_h)  # (B, h, n, d_h)
+    k = np.ascontiguousarray(_heads(qkv[..., d : 2 * d], B, n, h, d_h))
+    v = np.ascontiguousarray(_heads(qkv[..., 2 * d :], B, n, h, d_h))
+    K, V = cache.write(layer, k, v)  # (B, h, S, d_h): every key and value so far
+    S = K.shape[2]
+    mask = None if n == 1 else causal_mask(n, S)  # new row i sits at position S - n + i
+    heads, _ = scaled_dot_product_attention(q, K, V, mask, scale=config.scale)  # (B, h, n, d_h)
+    out = heads.transpose(0, 2, 1, 3).reshape(B, n, d) @ params[a + "W_o"]  # (B, n, d)
+    out += params[a + "b_o"]
+    return out
+
+
+def _ffn_params(params, layer: int, activation: str) -> dict:
+    names = ["W_1", "b_1", "W_2", "b_2"] + (["W_gate", "b_gate"] if activation == "swiglu" else [])
+    return {n: params[f"block{layer}.ffn.{n}"] for n in names}
+
+
+def decoder_forward_with_cache(params: dict, config, tokens, cache: KVCache, positions=None):
+    """Logits of n new tokens, given the ``cache.length`` earlier ones only through the cache.
+
+    The decoder of ``npformer.model`` (learned positions, pre-LN or post-LN blocks, optional
+    final layer norm): the new tokens' embeddings plus their position rows, each block's
+    attention reading every cached key and value, the keys and values of the new rows written
+    into the cache, which then advances by n. ``positions`` (n,) are the position ids of the
+    new tokens, by default ``cache.length ... cache.length + n - 1``: the rows after the cached
+    ones. (Passing ``np.arange(n)`` instead reproduces the classic bug of a cache without a
+    position offset.)
+
+    Shapes: tokens (B, n) integer ids. Returns logits (B, n, vocab_size).
+    """
+    from npformer.model import check_tokens  # the model imports nothing from here
+
+    fn = "decoder_forward_with_cache"
+    tokens = check_tokens(fn, "tokens", tokens, config)
+    B, n = tokens.shape
+    if not isinstance(cache, KVCache):
+        raise ValueError(f"{fn}: cache must be a KVCache, got {type(cache).__name__}")
+    expected = (config.num_layers, B, config.num_heads, cache.max_len, config.d_head)
+    if cache.K.shape != expected:
+        raise ValueError(
+            f"{fn}: the cache has shape {cache.K.shape}, the model and tokens {tokens.shape} "
+            f"need (num_layers, B, h, max_len, d_h) = {expected}"
+        )
+    if "pos_emb" not in params and config.positions:
+        raise ValueError(f"{fn}: only learned positions (params['pos_emb']) are supported")
+    if positions is None:
+        positions = np.arange(cache.length, cache.length + n)
+    positions = np.asarray(positions)
+    if positions.shape != (n,) or not np.issubdtype(positions.dtype, np.integer):
+        raise ValueError(
+            f"{fn}: positions must be {n} integer ids for tokens of shape {tokens.shape}, got "
+            f"shape {positions.shape} and dtype {positions.dtype}"
+        )
+    if "pos_emb" in params and (positions.min() < 0 or positions.max() >= config.max_len):
+        raise ValueError(
+            f"{fn}: positions {positions.min()} ... {positions.max()} fall outside the "
+            f"{config.max_len} rows of the position table (cache length {cache.length})"
+        )
+    dtype = params["tok_emb"].dtype
+    if cache.K.dtype != dtype:
+        raise ValueError(f"{fn}: the cache holds {cache.K.dtype}, the parameters are {dtype}")
+    x = params["tok_emb"][tokens]  # (B, n, d) a copy
+    if "pos_emb" in params:
+        x += params["pos_emb"][positions]  # the new rows' own positions
+    eps = config.ln_eps
+    for layer in range(config.num_layers):
+        q = f"block{layer}."
+        ln1 = (params[q + "ln1.gamma"], params[q + "ln1.beta"], eps)
+        ln2 = (params[q + "ln2.gamma"], params[q + "ln2.beta"], eps)
+        ffn = _ffn_params(params, layer, config.activation)
+        if config.ln == "pre":  # x + f(LN(x))
+            x = x + _attention_with_cache(layer_norm(x, *ln1)[0], params, config, layer, cache)
+            x = x + feed_forward(layer_norm(x, *ln2)[0], ffn, config.activation)[0]
+        else:  # LN(x + f(x))
+            x = layer_norm(x + _attention_with_cache(x, params, config, layer, cache), *ln1)[0]
+            x = layer_norm(x + feed_forward(x, ffn, config.activation)[0], *ln2)[0]
+    cache.advance(n)
+    if config.final_ln:
+        x = layer_norm(x, params["ln_f.gamma"], params["ln_f.beta"], eps)[0]
+    logits = x @ params["W_out"]  # (B, n, vocab)
+    logits += params["b_out"]
+    return logits
+
+
+def generate_greedy_with_cache(params: dict, config, start, num_new: int, position_offset=True):
+    """Greedy decoding through a KV cache: one prefill over ``start``, then one token per step.
+
+    Token for token what ``npformer.train.generate(model_logits(params, config), start,
+    num_new)`` returns (argmax, ties to the lowest id), with every step after the prefill a
+    forward pass over one new token. ``position_offset=False`` gives each new token the
+    position ids of a fresh sequence (0 for a single token): the classic bug, kept here so
+    that the chapter can show which check catches it.
+
+    Shapes: start (B, t0) integer ids. Returns the generated tokens only, (B, num_new) int64.
+    """
+    fn = "generate_greedy_with_cache"
+    tokens = np.asarray(start)
+    if tokens.ndim != 2 or not np.issubdtype(tokens.dtype, np.integer) or tokens.shape[1] < 1:
+        raise ValueError(
+            f"{fn}: start must be a (B, t0) integer array with t0 >= 1, got dtype "
+            f"{tokens.dtype} with shape {tokens.shape}"
+        )
+    num_new = int_at_least(fn, "num_new", num_new, minimum=0)
+    B, t0 = tokens.shape
+    if num_new == 0:
+        return np.zeros((B, 0), dtype=np.int64)
+    cache = decoder_cache(config, B, t0 + num_new - 1, params["tok_emb"].dtype)
+    new = tokens
+    out = np.empty((B, num_new), dtype=np.int64)
+    for step in range(num_new):
+        positions = None if position_offset else np.arange(new.shape[1])
+        logits = decoder_forward_with_cache(params, config, new, cache, positions)
+        out[:, step] = logits[:, -1].argmax(axis=-1)  # (B,) ties go to the lowest id
+        new = out[:, step : step + 1]  # (B, 1) the next input
+    return out

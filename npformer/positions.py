@@ -154,16 +154,38 @@ def rope_angles(positions, d_head: int, base: float = 10000.0) -> np.ndarray:
     return pos[:, None] * sinusoidal_frequencies(d, base)[None, :]  # (T, d/2)
 
 
-def apply_rope(X, positions=None, base: float = 10000.0) -> np.ndarray:
+#: The two ways of grouping a head's coordinates into rotated pairs: "adjacent" pairs
+#: (2i, 2i+1), as in RoFormer and this book; "half" pairs (i, i + d_h/2), the ``rotate_half``
+#: layout of GPT-NeoX and LLaMA.
+ROPE_PAIRINGS = ("adjacent", "half")
+
+
+def rope_pairing_permutation(d_head: int) -> np.ndarray:
+    """The column order that turns the adjacent layout into the half-split one.
+
+    With ``perm = rope_pairing_permutation(d_h)``, ``x[..., perm]`` puts coordinate 2i at i
+    and 2i+1 at i + d_h/2, so ``apply_rope(x)[..., perm] == apply_rope(x[..., perm],
+    pairing="half")``; permuting the columns of W_q and W_k by ``perm`` turns a model of one
+    layout into the same model in the other. Shapes: -> (d_h,) integers.
+    """
+    d = _even_width("rope_pairing_permutation", "d_head", d_head)
+    return np.concatenate([np.arange(0, d, 2), np.arange(1, d, 2)])  # (d_h,)
+
+
+def apply_rope(X, positions=None, base: float = 10000.0, pairing: str = "adjacent") -> np.ndarray:
     """Rotary position embedding (Su et al.): rotate each pair (2i, 2i+1) of x_m by m w_i.
 
     (x_2i, x_2i+1) -> (x_2i cos - x_2i+1 sin, x_2i sin + x_2i+1 cos), angle m w_i, so that
     out[m] = R_m x[m]. Applied to queries and keys (never values), the score
     (R_m q)^T (R_n k) = q^T R_(n-m) k depends on the positions only through n - m.
+    ``pairing="half"`` rotates the pairs (i, i + d_h/2) instead, by the same angles: the
+    ``rotate_half`` form x cos + rotate_half(x) sin of GPT-NeoX and LLaMA.
 
     Shapes: X (..., T, d_h) with d_h even; positions (T,), default 0 .. T-1 -> (..., T, d_h).
     """
     fn = "apply_rope"
+    if pairing not in ROPE_PAIRINGS:
+        raise ValueError(f"{fn}: pairing must be one of {ROPE_PAIRINGS}, got {pairing!r}")
     X = float_array(fn, "X", X, min_rank=2)
     T, d = X.shape[-2:]
     if d % 2:
@@ -178,10 +200,13 @@ def apply_rope(X, positions=None, base: float = 10000.0) -> np.ndarray:
         )
     theta = rope_angles(pos, d, base)  # (T, d/2)
     c, s = np.cos(theta).astype(X.dtype), np.sin(theta).astype(X.dtype)
-    x_even, x_odd = X[..., 0::2], X[..., 1::2]  # (..., T, d/2) each
+    first, second = (slice(0, None, 2), slice(1, None, 2))  # adjacent: (2i, 2i + 1)
+    if pairing == "half":
+        first, second = slice(0, d // 2), slice(d // 2, None)  # half: (i, i + d_h/2)
+    x_a, x_b = X[..., first], X[..., second]  # (..., T, d/2) each: the two ends of pair i
     out = np.empty_like(X)
-    out[..., 0::2] = x_even * c - x_odd * s
-    out[..., 1::2] = x_even * s + x_odd * c
+    out[..., first] = x_a * c - x_b * s
+    out[..., second] = x_a * s + x_b * c
     return out  # (..., T, d_h)
 
 

@@ -8,8 +8,9 @@ other programs running. Two passes:
    - ``OPENBLAS_CORETYPE=Prescott``: OpenBLAS's oldest x86-64 kernels (SSE3 instead of AVX-512);
    - ``NPY_DISABLE_CPU_FEATURES=X86_V3,X86_V4,AVX512_ICL``: NumPy's own SIMD dispatch down to its
      baseline (disabling a feature the CPU lacks is harmless).
-2. The chapters that time something (their code calls a timer) run again with the default
-   kernels while a busy loop keeps every core busy. The loop is bounded (it stops by itself
+2. The chapters whose asserts depend on wall time (``metadata.book.timing_claims``, checked by
+   tests/test_notebooks.py) run again with the default kernels while a busy loop keeps every
+   core busy. The loop is bounded (it stops by itself
    after ``LOAD_SECONDS_MAX``) and is stopped by this script as soon as the pass ends.
 
 Notebook budgets are not enforced in either pass: both share the cores with other work, so
@@ -34,7 +35,6 @@ SETTINGS = {
     "numpy-baseline-simd": {"NPY_DISABLE_CPU_FEATURES": "X86_V3,X86_V4,AVX512_ICL"},
 }
 LOAD_SECONDS_MAX = 1200
-TIMER = re.compile(r"\bperf_counter\b|\btimeit\b|\bprocess_time\b|\btime\.time\(")
 
 
 def pytest_command(notebooks: list[str]) -> list[str]:
@@ -52,9 +52,9 @@ def pytest_command(notebooks: list[str]) -> list[str]:
 
 
 def times_something(path: str) -> bool:
-    """True when a code cell of the notebook calls a timer (its claims could depend on load)."""
-    cells = json.loads(Path(path).read_text())["cells"]
-    return any(c["cell_type"] == "code" and TIMER.search("".join(c["source"])) for c in cells)
+    """True when the notebook declares asserts that depend on wall time (they could on load)."""
+    meta = json.loads(Path(path).read_text())["metadata"]
+    return bool(meta.get("book", {}).get("timing_claims"))
 
 
 def busy(seconds: float) -> None:

@@ -23,6 +23,7 @@ from npformer.blocked_attention import (
     BlockedAttentionCache,
     blocked_attention,
     blocked_attention_backward,
+    tile_counts,
 )
 from npformer.gradcheck import gradient_check, select_coordinates
 from npformer.masks import causal_mask
@@ -237,3 +238,47 @@ def test_no_queries():
     assert out.shape == (0, 2) and cache.logsumexp.shape == (0,)
     dQ, dK, dV = blocked_attention_backward(np.zeros((0, 2)), cache)
     assert dQ.shape == (0, 4) and not dK.any() and not dV.any()
+
+
+@pytest.mark.parametrize(
+    "T, S, causal, bq, bk",
+    [
+        (2048, 2048, True, 128, 256),
+        (300, 300, True, 128, 256),
+        (100, 120, True, 32, 48),
+        (512, 512, False, 128, 256),
+    ],
+)
+def test_tile_counts_match_the_forward_pass(monkeypatch, T, S, causal, bq, bk):
+    """Two BLAS calls per computed tile pair, counted on the real forward pass."""
+    calls = []
+    real = np.matmul
+
+    def counting(*args, **kwargs):
+        calls.append(args[0].shape)
+        return real(*args, **kwargs)
+
+    rng = np.random.default_rng(0)
+    Q, K, V = rng.standard_normal((T, 8)), rng.standard_normal((S, 8)), rng.standard_normal((S, 8))
+    monkeypatch.setattr(np, "matmul", counting)
+    blocked_attention(Q, K, V, causal=causal, block_q=bq, block_k=bk)
+    monkeypatch.undo()
+    counts = tile_counts(T, S, causal, bq, bk)
+    assert len(calls) == 2 * counts.tile_pairs
+    # brute force: every visible score lies in a computed tile, and no tile is wholly masked
+    assert counts.visible <= counts.cells <= T * S
+    if not causal:
+        assert counts.tile_pairs == counts.all_pairs and counts.cells == T * S
+
+
+def test_tile_counts_of_the_chapter():
+    c = tile_counts(2048)
+    assert (c.tile_pairs, c.all_pairs, c.diagonal_pairs) == (72, 128, 16)
+    assert c.cells == 128 * 128 * 136 and c.visible == 2048 * 2049 // 2
+
+
+def test_tile_counts_bad_arguments():
+    with pytest.raises(ValueError, match="S >= T"):
+        tile_counts(10, 5)
+    with pytest.raises(ValueError, match="block_q"):
+        tile_counts(10, block_q=0)

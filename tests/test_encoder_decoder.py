@@ -511,3 +511,154 @@ def test_layers_reject_bad_streams_and_incomplete_layers():
         decoder_layer(y, x, {k: v for k, v in dec.items() if k != "cross_attn"}, 4)
     out, cache = decoder_layer(y, x, dec, 4)  # the complete layer runs
     assert out.shape == (2, 5, 16) and cache.cross_attn.attention.weights.shape == (2, 4, 5, 7)
+
+
+# ---------------------------------------------------------------------------------------------
+# Backward pass: central differences, and torch autograd with the same weights
+# ---------------------------------------------------------------------------------------------
+
+
+def _loss_and_grads(config, params, src, tgt_in, tgt_out, src_pad, smoothing=0.1):
+    from npformer.encoder_decoder import encoder_decoder_backward
+    from npformer.label_smoothing import (
+        label_smoothed_cross_entropy,
+        label_smoothed_cross_entropy_backward,
+    )
+
+    logits, cache = encoder_decoder_forward(src, tgt_in, params, config, src_pad)
+    loss, lc = label_smoothed_cross_entropy(logits, tgt_out, smoothing)
+    grads = encoder_decoder_backward(
+        label_smoothed_cross_entropy_backward(lc), cache, params, config
+    )
+    return loss, grads
+
+
+@pytest.mark.parametrize("final_norm", [True, False])
+def test_backward_matches_central_differences(final_norm):
+    from npformer.gradcheck import gradient_check, select_coordinates
+    from npformer.label_smoothing import label_smoothed_cross_entropy
+
+    config = dataclasses.replace(SMALL, final_norm=final_norm)
+    params = random_model(config, 3)
+    src, tgt_in, lengths = random_batch(config, 3)
+    src[0, 3] = src[0, 1] = tgt_in[0, 2]  # a token repeated in the source and in the target
+    tgt_out = np.random.default_rng(7).integers(0, config.vocab_size, tgt_in.shape)
+    src_pad = padding_mask(lengths, src.shape[1])
+    _, grads = _loss_and_grads(config, params, src, tgt_in, tgt_out, src_pad)
+    flat_p, flat_g = dict(named_parameters(params)), dict(named_parameters(grads))
+    assert list(flat_p) == list(flat_g)
+    assert all(flat_p[n].shape == flat_g[n].shape for n in flat_p)
+
+    def loss_fn():
+        logits, _ = encoder_decoder_forward(src, tgt_in, params, config, src_pad)
+        return label_smoothed_cross_entropy(logits, tgt_out, 0.1)[0]
+
+    coords = select_coordinates(flat_g, threshold=1e-7, per_tensor=4, rng=np.random.default_rng(0))
+    # every kind of parameter is checked: embedding, both attentions, FFN, every norm
+    for part in ("embedding", "cross_attn.W_k", "self_attn.W_q", "ffn.W_1", "norm_3.gamma"):
+        assert any(part in name for name in coords), part
+    check = gradient_check(loss_fn, flat_p, flat_g, coords, eps=1e-6)
+    assert check.worst < 1e-5, check.failures(1e-5)
+
+
+def test_backward_equals_torch_autograd():
+    torch = pytest.importorskip("torch")
+    config = SMALL
+    params = random_model(config, 5)
+    src, tgt_in, lengths = random_batch(config, 5)
+    tgt_out = np.random.default_rng(9).integers(0, config.vocab_size, tgt_in.shape)
+    src_pad = padding_mask(lengths, src.shape[1])
+    loss, grads = _loss_and_grads(config, params, src, tgt_in, tgt_out, src_pad)
+
+    # torch alone: nn.Transformer, nn.Embedding, F.cross_entropy(label_smoothing=0.1)
+    kw = dict(dropout=0.0, batch_first=True, dtype=torch.float64)
+    model = torch.nn.Transformer(
+        config.d_model,
+        config.num_heads,
+        config.num_encoder_layers,
+        config.num_decoder_layers,
+        config.d_ff,
+        **kw,
+    )
+    emb = torch.nn.Embedding(config.vocab_size, config.d_model, dtype=torch.float64)
+    t = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
+    with torch.no_grad():
+        emb.weight.copy_(t(params["embedding"]))
+        pairs = [
+            (model.encoder.layers[i], p, ("self_attn",)) for i, p in enumerate(params["encoder"])
+        ]
+        pairs += [
+            (model.decoder.layers[i], p, ("self_attn", "multihead_attn"))
+            for i, p in enumerate(params["decoder"])
+        ]
+        for m, p, attns in pairs:
+            for torch_name in attns:
+                a = p["self_attn" if torch_name == "self_attn" else "cross_attn"]
+                mod = getattr(m, torch_name)
+                mod.in_proj_weight.copy_(t(np.concatenate([a["W_q"].T, a["W_k"].T, a["W_v"].T])))
+                mod.in_proj_bias.copy_(t(np.concatenate([a["b_q"], a["b_k"], a["b_v"]])))
+                mod.out_proj.weight.copy_(t(a["W_o"].T))
+                mod.out_proj.bias.copy_(t(a["b_o"]))
+            for k in (1, 2, 3):
+                if f"norm_{k}" in p:
+                    getattr(m, f"norm{k}").weight.copy_(t(p[f"norm_{k}"]["gamma"]))
+                    getattr(m, f"norm{k}").bias.copy_(t(p[f"norm_{k}"]["beta"]))
+            m.linear1.weight.copy_(t(p["ffn"]["W_1"].T))
+            m.linear1.bias.copy_(t(p["ffn"]["b_1"]))
+            m.linear2.weight.copy_(t(p["ffn"]["W_2"].T))
+            m.linear2.bias.copy_(t(p["ffn"]["b_2"]))
+        for norm, p in ((model.encoder.norm, "encoder_norm"), (model.decoder.norm, "decoder_norm")):
+            norm.weight.copy_(t(params[p]["gamma"]))
+            norm.bias.copy_(t(params[p]["beta"]))
+    d = config.d_model
+
+    def positions(n):
+        pos = torch.arange(n, dtype=torch.float64)[:, None]
+        omega = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+        pe = torch.zeros(n, d, dtype=torch.float64)
+        pe[:, 0::2] = torch.sin(pos * omega)
+        pe[:, 1::2] = torch.cos(pos * omega)
+        return pe
+
+    x = emb(t(src)) * math.sqrt(d) + positions(src.shape[1])
+    y = emb(t(tgt_in)) * math.sqrt(d) + positions(tgt_in.shape[1])
+    ignore = t(~src_pad)
+    causal = torch.nn.Transformer.generate_square_subsequent_mask(
+        tgt_in.shape[1], dtype=torch.float64
+    )
+    h = model(x, y, tgt_mask=causal, src_key_padding_mask=ignore, memory_key_padding_mask=ignore)
+    logits = h @ emb.weight.T
+    ref = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, config.vocab_size), t(tgt_out).reshape(-1), label_smoothing=0.1
+    )
+    ref.backward()
+    assert abs(loss - ref.item()) < 1e-12
+    pairs = [(grads["embedding"], emb.weight.grad)]
+    enc, dec = grads["encoder"][0], grads["decoder"][1]
+    pairs += [
+        (enc["self_attn"]["W_v"].T, model.encoder.layers[0].self_attn.in_proj_weight.grad[2 * d :]),
+        (
+            dec["cross_attn"]["W_k"].T,
+            model.decoder.layers[1].multihead_attn.in_proj_weight.grad[d : 2 * d],
+        ),
+        (dec["cross_attn"]["b_q"], model.decoder.layers[1].multihead_attn.in_proj_bias.grad[:d]),
+        (dec["ffn"]["W_1"].T, model.decoder.layers[1].linear1.weight.grad),
+        (dec["norm_2"]["gamma"], model.decoder.layers[1].norm2.weight.grad),
+        (grads["encoder_norm"]["beta"], model.encoder.norm.bias.grad),
+    ]
+    for ours, theirs in pairs:
+        np.testing.assert_allclose(ours, theirs.numpy(), rtol=1e-9, atol=1e-12)
+
+
+def test_backward_rejects_a_foreign_cache_and_wrong_d_logits():
+    from npformer.encoder_decoder import encoder_decoder_backward
+
+    params = random_model(SMALL, 0)
+    src, tgt, _ = random_batch(SMALL, 0)
+    logits, cache = encoder_decoder_forward(src, tgt, params, SMALL)
+    with pytest.raises(ValueError, match="cache must be the EncoderDecoderCache"):
+        encoder_decoder_backward(logits, (1, 2), params, SMALL)
+    with pytest.raises(ValueError, match="d_logits has shape"):
+        encoder_decoder_backward(logits[:, :-1], cache, params, SMALL)
+    with pytest.raises(ValueError, match="d_logits must be a floating array"):
+        encoder_decoder_backward(logits.astype(int), cache, params, SMALL)

@@ -391,3 +391,99 @@ def test_bad_adversarial_inputs():
         I.adversarial_weights(params, config, tokens, 0, 0, [2], step_size=0.0)
     with pytest.raises(ValueError, match="rng must be a numpy Generator"):
         I.permuted_weights(3)
+
+
+# ----------------------------------------------------------------------------- patching
+
+
+def test_outputs_are_the_heads_weighted_values_and_patching_own_outputs_changes_nothing():
+    config, params = tiny_model()
+    tokens = tokens_for(config)
+    clean = I.forward_with_interventions(params, config, tokens)
+    assert len(clean.outputs) == 2 and clean.outputs[0].shape == (3, 2, 5, 4)
+    same = I.forward_with_interventions(
+        params,
+        config,
+        tokens,
+        patch={(0, 1): clean.outputs[0][:, 1], (1, 0): clean.outputs[1][:, 0]},
+    )
+    np.testing.assert_allclose(same.logits, clean.logits, atol=1e-12)
+    ablated = I.forward_with_interventions(params, config, tokens, ablate=[(1, 1)])
+    np.testing.assert_array_equal(ablated.outputs[1][:, 1], 0.0)
+
+
+def test_patching_zeros_equals_ablation_and_a_mean_broadcasts():
+    config, params = tiny_model()
+    tokens = tokens_for(config)
+    ablated = I.forward_with_interventions(params, config, tokens, ablate=[(0, 0)])
+    zeros = I.forward_with_interventions(params, config, tokens, patch={(0, 0): np.zeros(4)})
+    np.testing.assert_allclose(zeros.logits, ablated.logits, atol=1e-12)
+    clean = I.forward_with_interventions(params, config, tokens)
+    mean = clean.outputs[0][:, 0].mean(axis=0)  # (T, d_h)
+    out = I.forward_with_interventions(params, config, tokens, patch={(0, 0): mean})
+    np.testing.assert_allclose(out.outputs[0][:, 0], np.broadcast_to(mean, (3, 5, 4)))
+    assert np.abs(out.logits - clean.logits).max() > 1e-6
+    np.testing.assert_array_equal(
+        out.own_weights[0], clean.own_weights[0]
+    )  # weights still computed
+
+
+def test_patching_from_another_prompt_restores_its_logits_at_the_patched_path():
+    # a one-layer, one-head model: patching the only head's output from prompt P into P'
+    # gives P's logits wherever the residual stream differs only through that head
+    config, params = tiny_model(num_layers=1, num_heads=1)
+    tokens = tokens_for(config, B=1, T=5)
+    edited = tokens.copy()
+    edited[0, 1] = (edited[0, 1] + 1) % config.vocab_size
+    clean = I.forward_with_interventions(params, config, tokens)
+    patched = I.forward_with_interventions(
+        params, config, edited, patch={(0, 0): clean.outputs[0][:, 0]}
+    )
+    keep = [0, 2, 3, 4]  # every position but the edited one
+    np.testing.assert_allclose(patched.logits[:, keep], clean.logits[:, keep], atol=1e-12)
+
+
+def test_bad_patches():
+    config, params = tiny_model()
+    tokens = tokens_for(config)
+    with pytest.raises(ValueError, match=r"patch\[\(0, 0\)\] of shape \(3, 5\) does not fit"):
+        I.forward_with_interventions(params, config, tokens, patch={(0, 0): np.zeros((3, 5))})
+    with pytest.raises(ValueError, match="must be finite"):
+        I.forward_with_interventions(params, config, tokens, patch={(0, 0): np.full(4, np.nan)})
+    with pytest.raises(ValueError, match="patched and also ablated"):
+        I.forward_with_interventions(
+            params, config, tokens, ablate=[(0, 0)], patch={(0, 0): np.zeros(4)}
+        )
+    with pytest.raises(ValueError, match="outside the model"):
+        I.forward_with_interventions(params, config, tokens, patch={(5, 0): np.zeros(4)})
+
+
+def test_adversarial_search_with_a_tv_bound_keeps_the_output_within_it():
+    config, params = tiny_model()
+    tokens = tokens_for(config, B=4, T=6)
+    rows = np.array([3, 4, 5])
+    result = I.adversarial_weights(params, config, tokens, 0, 0, rows, steps=30, max_tv=0.01)
+    clean = I.forward_with_interventions(params, config, tokens)
+    out = I.forward_with_interventions(params, config, tokens, replace={(0, 0): result.weights})
+    tv = I.total_variation(
+        I.output_distributions(out.logits[:, rows]), I.output_distributions(clean.logits[:, rows])
+    )
+    assert tv.max() <= 0.01 + 1e-12
+    np.testing.assert_allclose(result.output_tv, tv, atol=1e-12)
+    free = I.adversarial_weights(params, config, tokens, 0, 0, rows, steps=30)
+    assert free.output_tv.max() > 0.01  # without the bound the search goes further
+    for bad in (0, 1.5, -0.1, True, float("nan")):
+        with pytest.raises(ValueError, match="max_tv must be None or a number"):
+            I.adversarial_weights(params, config, tokens, 0, 0, rows, max_tv=bad)
+
+
+@pytest.mark.parametrize("scheme", ["sinusoidal", "rope", "alibi"])
+def test_other_position_schemes_are_refused(scheme):
+    from npformer.model import DecoderConfig, init_params
+
+    config = DecoderConfig(
+        vocab_size=5, d_model=8, num_heads=2, num_layers=1, d_ff=8, max_len=4, positions=scheme
+    )
+    params = init_params(config, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="interventions support positions"):
+        I.forward_with_interventions(params, config, np.zeros((1, 3), dtype=int))

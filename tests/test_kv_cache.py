@@ -308,3 +308,107 @@ def test_generation_errors():
         generate_with_cache(prompt, layers, 4, 2, 1, KVCache(2, 1, 1, 4, 4))
     with pytest.raises(ValueError, match="attention_only_forward: the model needs at least one"):
         attention_only_forward(prompt, [], 2, 1)
+
+
+# ----------------------------------------------------------------------------- the trained decoder
+
+from npformer.kv_cache import (  # noqa: E402
+    decoder_cache,
+    decoder_forward_with_cache,
+    generate_greedy_with_cache,
+)
+from npformer.model import DecoderConfig, forward, init_params  # noqa: E402
+from npformer.train import generate, model_logits  # noqa: E402
+
+
+def _decoder(ln="pre", activation="relu", final_ln=True, seed=0):
+    config = DecoderConfig(
+        vocab_size=11,
+        d_model=16,
+        num_heads=4,
+        num_layers=2,
+        d_ff=32,
+        max_len=12,
+        ln=ln,
+        activation=activation,
+        final_ln=final_ln,
+    )
+    params = init_params(config, np.random.default_rng(seed))
+    # larger embeddings than the initialization's, so that positions change the argmax
+    params = {k: (3 * v if k in ("tok_emb", "pos_emb") else v) for k, v in params.items()}
+    return config, params
+
+
+@pytest.mark.parametrize(
+    "ln, activation, final_ln",
+    [("pre", "relu", True), ("post", "gelu", False), ("pre", "swiglu", True)],
+)
+def test_cached_logits_equal_the_full_forward_pass(ln, activation, final_ln):
+    config, params = _decoder(ln, activation, final_ln)
+    tokens = np.random.default_rng(1).integers(0, 11, size=(3, 9))
+    full, _ = forward(params, config, tokens)  # (B, T, vocab)
+    cache = decoder_cache(config, 3)
+    parts = [decoder_forward_with_cache(params, config, tokens[:, :4], cache)]
+    for t in range(4, 9):
+        parts.append(decoder_forward_with_cache(params, config, tokens[:, t : t + 1], cache))
+    np.testing.assert_allclose(np.concatenate(parts, axis=1), full, rtol=0, atol=1e-12)
+    assert cache.length == 9
+
+
+def test_cached_greedy_decoding_is_token_identical():
+    config, params = _decoder()
+    start = np.random.default_rng(2).integers(0, 11, size=(20, 4))
+    expected = generate(model_logits(params, config), start, 8)
+    assert np.array_equal(generate_greedy_with_cache(params, config, start, 8), expected)
+
+
+def test_forgotten_position_offset_is_caught_by_the_token_check():
+    config, params = _decoder()
+    start = np.random.default_rng(2).integers(0, 11, size=(20, 4))
+    expected = generate(model_logits(params, config), start, 8)
+    buggy = generate_greedy_with_cache(params, config, start, 8, position_offset=False)
+    assert np.array_equal(buggy[:, 0], expected[:, 0])  # the prefill has its positions
+    assert not np.array_equal(buggy, expected)
+
+
+def test_decoder_cache_bad_inputs():
+    config, params = _decoder()
+    cache = decoder_cache(config, 2)
+    with pytest.raises(ValueError, match="cache has shape"):
+        decoder_forward_with_cache(params, config, np.zeros((3, 2), dtype=int), cache)
+    with pytest.raises(ValueError, match="must be a KVCache"):
+        decoder_forward_with_cache(params, config, np.zeros((2, 2), dtype=int), None)
+    with pytest.raises(ValueError, match="positions"):
+        decoder_forward_with_cache(params, config, np.zeros((2, 2), dtype=int), cache, [0])
+    with pytest.raises(ValueError, match="outside the 12 rows"):
+        decoder_forward_with_cache(params, config, np.zeros((2, 2), dtype=int), cache, [11, 12])
+    with pytest.raises(ValueError, match="integer"):
+        decoder_forward_with_cache(params, config, np.zeros((2, 2)), cache)
+    with pytest.raises(ValueError, match="start"):
+        generate_greedy_with_cache(params, config, np.zeros(3, dtype=int), 2)
+    with pytest.raises(ValueError, match="num_new"):
+        generate_greedy_with_cache(params, config, np.zeros((1, 3), dtype=int), -1)
+    assert generate_greedy_with_cache(params, config, np.zeros((1, 3), dtype=int), 0).shape == (
+        1,
+        0,
+    )
+
+
+@pytest.mark.parametrize("g", [8, 4, 2, 1])
+def test_grouped_query_attention_equals_torch_sdpa_enable_gqa(g):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(20 + g)
+    params = init_attention_only_model(1, 64, 8, g, rng)[0]
+    X = rng.standard_normal((2, 10, 64))  # (B, T, d)
+    t = {name: torch.from_numpy(W) for name, W in params.items()}
+    x = torch.from_numpy(X)
+    q = (x @ t["W_q"]).view(2, 10, 8, 8).transpose(1, 2)  # (B, h, T, d_h)
+    k = (x @ t["W_k"]).view(2, 10, g, 8).transpose(1, 2)  # (B, g, T, d_h)
+    v = (x @ t["W_v"]).view(2, 10, g, 8).transpose(1, 2)
+    heads = torch.nn.functional.scaled_dot_product_attention(
+        q, k, v, is_causal=True, enable_gqa=True
+    )
+    reference = (heads.transpose(1, 2).reshape(2, 10, 64) @ t["W_o"]).numpy()
+    np.testing.assert_allclose(
+        grouped_query_attention(X, params, 8, g), reference, rtol=0, atol=1e-12
+    )

@@ -145,3 +145,37 @@ def test_every_exercise_is_listed_on_the_exercises_page():
     assert labels, "no exercises found"
     missing = [label for label in labels if f"{{ref}}`{label}`" not in page]
     assert not missing, f"exercises.md does not list {missing}"
+
+
+TIMER = re.compile(r"perf_counter|process_time|timeit|best_time|time_pairs|median_time|min_time")
+
+
+@pytest.mark.parametrize("path", CHAPTERS, ids=ids)
+def test_timing_claims_are_declared(path):
+    """A chapter with a cell that reads a clock and asserts declares whether its asserts depend
+    on wall time (``book.timing_claims`` true or false), so that the loaded run of
+    `make test-portable` re-executes those that do with every core busy."""
+    nb = read(path)
+    declared = nb.metadata.get("book", {}).get("timing_claims")
+    timed = [
+        i
+        for i, c in enumerate(nb.cells)
+        if c.cell_type == "code" and TIMER.search(c.source) and ASSERTS.search(c.source)
+    ]
+    if timed:
+        assert declared in (True, False), (
+            f"{path.name}: cells {timed} read a clock and assert: declare book.timing_claims"
+        )
+
+
+def test_code_fits_the_page_column():
+    """Every code cell is formatted to the 75 characters the page column shows at 1280 px."""
+    import subprocess
+    import sys
+
+    run = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "fit_code_width.py"), "--check"],
+        capture_output=True,
+        text=True,
+    )
+    assert run.returncode == 0, run.stdout[-3000:]

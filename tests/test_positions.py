@@ -19,6 +19,7 @@ from npformer.positions import (
     interpolate_positions,
     relative_position_index,
     rope_angles,
+    rope_pairing_permutation,
     rope_rotation_matrix,
     shaw_attention,
     sinusoidal_frequencies,
@@ -114,6 +115,57 @@ def test_rope_scores_are_invariant_to_shifting_both_positions(d, T, shift, seed)
     scores = apply_rope(Q, pos) @ apply_rope(K, pos).swapaxes(-1, -2)  # (3, T, T)
     shifted = apply_rope(Q, pos + shift) @ apply_rope(K, pos + shift).swapaxes(-1, -2)
     np.testing.assert_allclose(shifted, scores, rtol=0, atol=1e-9 * (1 + np.abs(scores).max()))
+
+
+def test_half_pairing_is_the_adjacent_one_with_permuted_columns():
+    rng = np.random.default_rng(3)
+    T, d = 9, 12
+    X = rng.standard_normal((2, T, d))
+    perm = rope_pairing_permutation(d)
+    np.testing.assert_array_equal(np.sort(perm), np.arange(d))
+    np.testing.assert_allclose(
+        apply_rope(X)[..., perm], apply_rope(X[..., perm], pairing="half"), rtol=0, atol=1e-12
+    )
+    # without the permutation the two layouts give different scores for the same q, k
+    Q, K = rng.standard_normal((2, T, d))
+    adjacent = apply_rope(Q) @ apply_rope(K).T
+    half = apply_rope(Q, pairing="half") @ apply_rope(K, pairing="half").T
+    assert np.abs(adjacent - half).max() > 0.1
+    permuted = apply_rope(Q[:, perm], pairing="half") @ apply_rope(K[:, perm], pairing="half").T
+    np.testing.assert_allclose(permuted, adjacent, rtol=0, atol=1e-12)
+    # pair i of the half layout is (i, i + d/2), turned by m w_i
+    e = np.zeros((T, d))
+    e[:, 1] = 1.0
+    out = apply_rope(e, pairing="half")
+    theta = np.arange(T) * sinusoidal_frequencies(d)[1]
+    np.testing.assert_allclose(out[:, 1], np.cos(theta), atol=1e-12)
+    np.testing.assert_allclose(out[:, 1 + d // 2], np.sin(theta), atol=1e-12)
+    assert np.abs(np.delete(out, [1, 1 + d // 2], axis=1)).max() == 0
+
+
+def test_half_pairing_matches_a_torch_rotate_half_twin():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    T, d = 7, 16
+    X = rng.standard_normal((3, T, d))
+    x = torch.tensor(X, dtype=torch.float64)
+    inv_freq = 1.0 / (10000.0 ** (torch.arange(0, d, 2, dtype=torch.float64) / d))
+    freqs = torch.outer(torch.arange(T, dtype=torch.float64), inv_freq)  # (T, d/2)
+    emb = torch.cat([freqs, freqs], dim=-1)  # (T, d)
+
+    def rotate_half(v):
+        v1, v2 = v[..., : d // 2], v[..., d // 2 :]
+        return torch.cat([-v2, v1], dim=-1)
+
+    expected = x * emb.cos() + rotate_half(x) * emb.sin()
+    np.testing.assert_allclose(apply_rope(X, pairing="half"), expected.numpy(), atol=1e-12)
+
+
+def test_rope_pairing_rejects_unknown_layouts():
+    with pytest.raises(ValueError, match=r"apply_rope: pairing must be one of \('adjacent'"):
+        apply_rope(np.zeros((2, 4)), pairing="interleaved")
+    with pytest.raises(ValueError, match="rope_pairing_permutation: d_head=5 must be even"):
+        rope_pairing_permutation(5)
 
 
 def test_rope_angles_and_interpolation():

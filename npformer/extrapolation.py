@@ -1,0 +1,354 @@
+"""Length extrapolation: one tiny decoder per position scheme, trained at n, tested at 2n and 4n.
+
+Taught in chapter 05 (``chapters/05_positions.ipynb``), which runs the experiment below.
+
+The task, "k back": the input is a sequence of symbols drawn uniformly from an alphabet of 20,
+and at every position t >= k the model must output the symbol at t - k (positions t < k carry
+no loss). The answer depends only on the relative offset k, never on the absolute position, so
+a model whose position information is relative has no reason to fail on longer sequences,
+while one that learned absolute positions meets positions it never saw. Since the symbols are
+independent and uniform, a model that does not read position t - k is right with probability
+1/20 at best: the chance level.
+
+The experiment, fixed before it was run (``EXPERIMENT``): k = 2, training length n = 16, a
+decoder of width 32 (4 heads, 2 blocks, d_ff 64, pre-LN) per scheme ("learned",
+"sinusoidal", "rope", "alibi" and "none" as a control), seeds 0, 1, 2, Adam at 3e-3 on fresh
+batches of 32; evaluation on 512 held-out sequences of each length n, 2n, 4n, reading the
+argmax at every position (the inputs are given, so nothing is generated). The learned table has
+4n rows so that the longer sequences can be run at all; rows n .. 4n - 1 never receive a
+gradient and keep their random initial values.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from npformer.experiment import _worker_environment, worker_count
+from npformer.model import POSITION_SCHEMES, DecoderConfig, forward, init_params, loss_and_grads
+from npformer.optim import Adam
+from npformer.positions import interpolate_positions
+from npformer.tasks import ALPHABET_SIZE
+from npformer.train import one_blas_thread
+
+#: The probability of the right symbol for a model that does not read position t - k.
+CHANCE = 1.0 / ALPHABET_SIZE
+
+
+def _positive(fn: str, name: str, value) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"{fn}: {name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+@dataclass(frozen=True)
+class ExtrapolationConfig:
+    """One run: a position scheme, a seed, the task's offset and length, the model, Adam."""
+
+    positions: str = "learned"
+    seed: int = 0
+    offset: int = 2
+    train_length: int = 16
+    longest: int = 64  # the longest evaluated length: the learned table's rows
+    steps: int = 500
+    batch_size: int = 32
+    lr: float = 3e-3
+    d_model: int = 32
+    num_heads: int = 4
+    num_layers: int = 2
+    d_ff: int = 64
+    dtype: str = "float32"
+
+    def __post_init__(self):
+        fn = "ExtrapolationConfig"
+        if self.positions not in POSITION_SCHEMES:
+            raise ValueError(
+                f"{fn}: positions must be one of {POSITION_SCHEMES}, got {self.positions!r}"
+            )
+        for name in ("offset", "train_length", "longest", "steps", "batch_size", "d_model"):
+            _positive(fn, name, getattr(self, name))
+        for name in ("num_heads", "num_layers", "d_ff"):
+            _positive(fn, name, getattr(self, name))
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)):
+            raise ValueError(f"{fn}: seed must be an integer, got {self.seed!r}")
+        if self.seed < 0:
+            raise ValueError(f"{fn}: seed must be >= 0, got {self.seed}")
+        if self.offset >= self.train_length:
+            raise ValueError(
+                f"{fn}: offset={self.offset} must be smaller than train_length="
+                f"{self.train_length}, or no position has an answer"
+            )
+        if self.longest < self.train_length:
+            raise ValueError(
+                f"{fn}: longest={self.longest} must be at least train_length={self.train_length}"
+            )
+        if not (isinstance(self.lr, (int, float)) and not isinstance(self.lr, bool)) or not (
+            np.isfinite(self.lr) and self.lr > 0
+        ):
+            raise ValueError(f"{fn}: lr must be a positive finite number, got {self.lr!r}")
+        if self.dtype not in ("float32", "float64"):
+            raise ValueError(f"{fn}: dtype must be 'float32' or 'float64', got {self.dtype!r}")
+        self.model_config()  # the model checks the rest (d_model % num_heads, even widths)
+
+    def model_config(self) -> DecoderConfig:
+        """The decoder: 20 symbols, a learned table (if any) of ``longest`` rows."""
+        return DecoderConfig(
+            vocab_size=ALPHABET_SIZE,
+            d_model=self.d_model,
+            num_heads=self.num_heads,
+            num_layers=self.num_layers,
+            d_ff=self.d_ff,
+            max_len=self.longest,
+            positions=self.positions,
+        )
+
+
+#: The experiment of chapter 05, fixed before it was run: schemes x seeds at these settings.
+EXPERIMENT = {
+    "schemes": ("learned", "sinusoidal", "rope", "alibi", "none"),
+    "seeds": (0, 1, 2),
+    "length_factors": (1, 2, 4),  # evaluate at n, 2n, 4n
+    "eval_size": 512,
+    "eval_seed": 12345,
+}
+
+
+def k_back_batch(rng: np.random.Generator, batch_size: int, length: int, offset: int):
+    """A batch of the task: tokens (B, T), targets (B, T) with target[t] = token[t - k] for
+    t >= k (0 elsewhere), and the 0/1 loss mask (B, T), 1 where t >= k."""
+    fn = "k_back_batch"
+    B, T, k = (_positive(fn, n, v) for n, v in [("batch_size", batch_size), ("length", length),
+                                                 ("offset", offset)])  # fmt: skip
+    if k >= T:
+        raise ValueError(f"{fn}: offset={k} must be smaller than length={T}")
+    tokens = rng.integers(0, ALPHABET_SIZE, size=(B, T))  # (B, T)
+    targets = np.zeros_like(tokens)  # (B, T)
+    targets[:, k:] = tokens[:, :-k]
+    loss_mask = np.zeros((B, T))
+    loss_mask[:, k:] = 1.0
+    return tokens, targets, loss_mask
+
+
+class ExtrapolationResult(NamedTuple):
+    """A trained run: its configuration, loss curve, and accuracy at every evaluated position."""
+
+    config: ExtrapolationConfig
+    losses: np.ndarray  # (steps,)
+    accuracy: dict  # length -> (length,) share right at each position (nan where t < k)
+    params: dict | None
+    interpolated: dict | None = None  # RoPE only: the same, with position interpolation
+    windowed: dict | None = None  # lengths above n: the same, each query seeing its last n keys
+    near_far: dict | None = None  # 4n: each query seeing its last n/2 keys and n/2 at 3n back
+    interpolated_read: dict | None = None  # RoPE only: interpolated, scored at token[t - k L/n]
+
+
+def train_k_back(config: ExtrapolationConfig) -> tuple[dict, np.ndarray]:
+    """Train from scratch at ``config.train_length``; returns (params, losses (steps,))."""
+    if not isinstance(config, ExtrapolationConfig):
+        raise ValueError(
+            f"train_k_back: config must be an ExtrapolationConfig, got {type(config).__name__}"
+        )
+    rng = np.random.default_rng(config.seed)
+    model_config = config.model_config()
+    dtype = np.dtype(config.dtype)
+    params = init_params(model_config, rng, dtype=dtype)
+    optimizer = Adam(params, lr=config.lr)
+    losses = np.empty(config.steps)
+    with one_blas_thread():
+        for step in range(config.steps):
+            tokens, targets, loss_mask = k_back_batch(
+                rng, config.batch_size, config.train_length, config.offset
+            )
+            loss, grads = loss_and_grads(
+                params, model_config, tokens, targets, loss_mask.astype(dtype)
+            )
+            optimizer.step(grads)
+            losses[step] = loss
+    return params, losses
+
+
+@contextlib.contextmanager
+def interpolated_rope(train_length: int, length: int):
+    """Within the context, the decoder's RoPE turns position m by m n / L instead of m.
+
+    Position interpolation (Chen et al. 2023) applied to a trained model without fine-tuning:
+    the rotation ``npformer.model`` applies to queries and keys is swapped for one that reads
+    positions 0 .. L-1 squeezed into [0, n). Forward passes only (the backward pass reads its
+    own positions). The original rotation is restored on exit.
+    """
+    import npformer.model as model
+
+    squeezed = interpolate_positions(np.arange(length), train_length, length)  # (L,)
+    original = model.apply_rope
+
+    def rope(X, positions=None, base=10000.0, pairing="adjacent"):
+        if positions is None and X.shape[-2] == length:
+            positions = squeezed
+        return original(X, positions, base, pairing)
+
+    model.apply_rope = rope
+    try:
+        yield
+    finally:
+        model.apply_rope = original
+
+
+def accuracy_by_position(
+    params: dict,
+    config: ExtrapolationConfig,
+    length: int,
+    n: int = 512,
+    seed: int = 12345,
+    interpolate: bool = False,
+    window: int | None = None,
+    distances=None,
+    read_offset: int | None = None,
+) -> np.ndarray:
+    """Share of ``n`` held-out sequences of ``length`` whose argmax at t is token[t - k].
+
+    The sequences come from their own generator (``seed``). ``interpolate`` runs a RoPE model
+    with positions m n / length (``interpolated_rope``). ``window`` lets each query attend
+    only to its last ``window`` keys (itself included), so that no query-key distance exceeds
+    window - 1. ``distances`` (a sequence of integers in [0, length)) lets each query attend
+    only to the keys at those distances back (0 is itself); it cannot be combined with
+    ``window``. ``read_offset`` scores the argmax against token[t - read_offset] instead of the
+    task's token[t - k] (default k). Returns (length,), nan where t < the offset read.
+    """
+    fn = "accuracy_by_position"
+    length, n = _positive(fn, "length", length), _positive(fn, "n", n)
+    if length > config.longest:
+        raise ValueError(f"{fn}: length={length} exceeds the config's longest={config.longest}")
+    if interpolate and config.positions != "rope":
+        raise ValueError(f"{fn}: interpolate=True needs positions='rope', got {config.positions!r}")
+    read = config.offset if read_offset is None else _positive(fn, "read_offset", read_offset)
+    if read >= length:
+        raise ValueError(f"{fn}: read_offset={read} must be smaller than length={length}")
+    tokens, _, _ = k_back_batch(np.random.default_rng(seed), n, length, config.offset)
+    targets = np.zeros_like(tokens)  # (n, T)
+    targets[:, read:] = tokens[:, :-read]
+    i, j = np.arange(length)[:, None], np.arange(length)[None, :]
+    mask = None
+    if window is not None and distances is not None:
+        raise ValueError(f"{fn}: give window or distances, not both")
+    if window is not None:
+        window = _positive(fn, "window", window)
+        mask = (j <= i) & (i - j < window)  # (T, T) causal, distances 0 .. window - 1
+    if distances is not None:
+        d = np.asarray(distances)
+        if d.ndim != 1 or d.size == 0 or not np.issubdtype(d.dtype, np.integer):
+            raise ValueError(f"{fn}: distances must be a non-empty 1-D sequence of integers")
+        if d.min() < 0 or d.max() >= length:
+            raise ValueError(
+                f"{fn}: distances must lie in [0, length={length}), got {d.min()}..{d.max()}"
+            )
+        allowed = np.zeros(length, dtype=bool)
+        allowed[d] = True
+        mask = (j <= i) & allowed[np.clip(i - j, 0, length - 1)]  # (T, T)
+        if not allowed[0]:
+            raise ValueError(f"{fn}: distances must contain 0 (every query sees itself)")
+    squeeze = interpolated_rope(config.train_length, length) if interpolate else None
+    with one_blas_thread(), squeeze or contextlib.nullcontext():
+        logits = forward(params, config.model_config(), tokens, mask)[0]  # (n, T, vocab)
+    right = (logits.argmax(axis=-1) == targets).mean(axis=0)  # (T,)
+    return np.where(np.arange(length) >= read, right, np.nan)
+
+
+def run_one(config: ExtrapolationConfig, keep: bool = False) -> ExtrapolationResult:
+    """Train one run; evaluate it at n, 2n, 4n (``EXPERIMENT``), up to ``config.longest``; at
+    the lengths above n also with a window of the last n keys (no distance beyond the trained
+    ones) and, for RoPE, with position interpolation."""
+    params, losses = train_k_back(config)
+    lengths = [f * config.train_length for f in EXPERIMENT["length_factors"]]
+    lengths = [L for L in lengths if L <= config.longest]
+    size, seed = EXPERIMENT["eval_size"], EXPERIMENT["eval_seed"]
+    accuracy = {L: accuracy_by_position(params, config, L, n=size, seed=seed) for L in lengths}
+    interpolated = None
+    if config.positions == "rope":
+        interpolated = {
+            L: accuracy_by_position(params, config, L, n=size, seed=seed, interpolate=True)
+            for L in lengths
+            if L > config.train_length
+        }
+    n = config.train_length
+    windowed = {
+        L: accuracy_by_position(params, config, L, n=size, seed=seed, window=n)
+        for L in lengths
+        if L > n
+    }
+    # Added after the first runs (chapter 05's review), on the same trained models:
+    # near_far: at 4n, each query sees its last n/2 keys and the n/2 keys 3n .. 3n + n/2 - 1
+    # back: as many keys as the window of n, but some at distances far beyond the trained ones.
+    # interpolated_read: RoPE with interpolation, scored against token[t - k L / n], the token
+    # whose squeezed distance is the trained offset k.
+    near_far = None
+    L = 4 * n
+    if L in accuracy:
+        near = np.arange(n // 2)
+        far = np.arange(3 * n, 3 * n + n // 2)
+        near_far = {
+            L: accuracy_by_position(
+                params, config, L, n=size, seed=seed, distances=np.concatenate([near, far])
+            )
+        }
+    interpolated_read = None
+    if config.positions == "rope":
+        interpolated_read = {
+            L: accuracy_by_position(
+                params, config, L, n=size, seed=seed, interpolate=True,
+                read_offset=config.offset * L // n,
+            )
+            for L in lengths
+            if L > n and (config.offset * L) % n == 0
+        }  # fmt: skip
+    return ExtrapolationResult(
+        config, losses, accuracy, params if keep else None, interpolated, windowed,
+        near_far, interpolated_read,
+    )  # fmt: skip
+
+
+def _run_indexed(item):
+    index, config = item
+    return index, run_one(config)
+
+
+def run_configs(configs, workers: int | None = None) -> list[ExtrapolationResult]:
+    """Run ``configs`` in parallel (one process per core, capped by $NPFORMER_WORKERS, each with
+    one BLAS thread; see ``npformer.experiment.worker_count``). Results in the given order."""
+    configs = list(configs)
+    if not all(isinstance(c, ExtrapolationConfig) for c in configs):
+        raise ValueError("run_configs: configs must be a sequence of ExtrapolationConfig")
+    results: list[ExtrapolationResult | None] = [None] * len(configs)
+    n = worker_count(len(configs), workers) if configs else 1
+    items = list(enumerate(configs))
+    if n == 1:
+        for i, config in items:
+            results[i] = run_one(config)
+        return results
+    context = multiprocessing.get_context("spawn")
+    with _worker_environment():
+        pool = context.Pool(n)
+    with pool:
+        for i, result in pool.imap_unordered(_run_indexed, items, chunksize=1):
+            results[i] = result
+    return results
+
+
+def past_training_accuracy(result: ExtrapolationResult, length: int) -> float:
+    """Mean accuracy over the positions t >= n of a sequence of ``length`` (> n): the part of
+    the sequence the model never saw in training."""
+    n = result.config.train_length
+    if length <= n or length not in result.accuracy:
+        raise ValueError(
+            f"past_training_accuracy: length={length} must be an evaluated length above n={n}"
+        )
+    return float(np.mean(result.accuracy[length][n:]))
+
+
+def in_range_accuracy(result: ExtrapolationResult) -> float:
+    """Mean accuracy over the answered positions k <= t < n of a training-length sequence."""
+    n = result.config.train_length
+    return float(np.nanmean(result.accuracy[n]))

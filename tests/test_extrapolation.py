@@ -1,0 +1,168 @@
+"""Tests of npformer.extrapolation: the task's batches, the untrained rows of the learned table,
+accuracy by position, the runner, and bad inputs."""
+
+import numpy as np
+import pytest
+
+from npformer.extrapolation import (
+    CHANCE,
+    EXPERIMENT,
+    ExtrapolationConfig,
+    accuracy_by_position,
+    in_range_accuracy,
+    k_back_batch,
+    past_training_accuracy,
+    run_configs,
+    run_one,
+    train_k_back,
+)
+from npformer.model import init_params
+from npformer.tasks import ALPHABET_SIZE
+
+
+def test_k_back_batch_targets_are_the_symbol_k_back():
+    tokens, targets, loss_mask = k_back_batch(np.random.default_rng(0), 5, 9, 3)
+    assert tokens.shape == targets.shape == loss_mask.shape == (5, 9)
+    np.testing.assert_array_equal(targets[:, 3:], tokens[:, :-3])
+    np.testing.assert_array_equal(loss_mask, np.repeat([[0, 0, 0] + [1] * 6], 5, axis=0))
+    assert tokens.min() >= 0 and tokens.max() < ALPHABET_SIZE
+    assert CHANCE == 1 / ALPHABET_SIZE
+
+
+def test_untrained_rows_of_the_learned_table_keep_their_initial_values():
+    config = ExtrapolationConfig(positions="learned", steps=3, train_length=6, longest=24)
+    params, losses = train_k_back(config)
+    start = init_params(config.model_config(), np.random.default_rng(config.seed), dtype=np.float32)
+    np.testing.assert_array_equal(params["pos_emb"][6:], start["pos_emb"][6:])
+    assert np.abs(params["pos_emb"][:6] - start["pos_emb"][:6]).max() > 0
+    assert losses.shape == (3,) and np.all(np.isfinite(losses))
+
+
+@pytest.mark.parametrize("scheme", ["learned", "sinusoidal", "rope", "alibi", "none"])
+def test_every_scheme_runs_at_every_length(scheme):
+    config = ExtrapolationConfig(positions=scheme, steps=2, train_length=16, longest=64)
+    result = run_one(config, keep=True)
+    assert set(result.accuracy) == {16 * f for f in EXPERIMENT["length_factors"]} == {16, 32, 64}
+    for L, acc in result.accuracy.items():
+        assert acc.shape == (L,) and np.all(np.isnan(acc[:2])) and np.all(acc[2:] >= 0)
+    assert 0 <= in_range_accuracy(result) <= 1
+    assert 0 <= past_training_accuracy(result, 64) <= 1
+
+
+def test_accuracy_by_position_of_a_perfect_and_of_a_copying_model(monkeypatch):
+    config = ExtrapolationConfig(steps=1, train_length=8, longest=16, offset=2)
+    params = init_params(config.model_config(), np.random.default_rng(0))
+
+    def fake_forward(params, model_config, tokens, attn_mask=None, shift=2):
+        onehot = np.eye(ALPHABET_SIZE)[np.roll(tokens, shift, axis=1)]  # (n, T, V)
+        return onehot, None
+
+    import npformer.extrapolation as ex
+
+    monkeypatch.setattr(ex, "forward", fake_forward)
+    acc = accuracy_by_position(params, config, 16, n=300)
+    np.testing.assert_array_equal(acc[2:], 1.0)
+    monkeypatch.setattr(ex, "forward", lambda p, c, t, a=None: fake_forward(p, c, t, shift=0))
+    acc = accuracy_by_position(params, config, 16, n=4000)
+    assert abs(np.nanmean(acc) - CHANCE) < 0.01  # its own symbol: right by chance only
+
+
+def test_a_short_training_learns_the_task_with_rope():
+    config = ExtrapolationConfig(positions="rope", steps=150, train_length=8, longest=16, offset=1)
+    result = run_one(config)
+    assert in_range_accuracy(result) > 0.5  # ten times chance
+
+
+def test_run_configs_keeps_the_order_and_matches_a_single_run():
+    configs = [ExtrapolationConfig(positions=s, steps=5) for s in ("alibi", "learned")]
+    results = run_configs(configs, workers=1)
+    assert [r.config.positions for r in results] == ["alibi", "learned"]
+    alone = run_one(configs[1])
+    np.testing.assert_array_equal(alone.losses, results[1].losses)
+
+
+def test_bad_inputs_are_refused():
+    with pytest.raises(ValueError, match="ExtrapolationConfig: positions must be one of"):
+        ExtrapolationConfig(positions="t5")
+    with pytest.raises(ValueError, match="offset=16 must be smaller than train_length=16"):
+        ExtrapolationConfig(offset=16)
+    with pytest.raises(ValueError, match="longest=8 must be at least train_length=16"):
+        ExtrapolationConfig(longest=8)
+    with pytest.raises(ValueError, match="steps must be a positive integer, got 1.5"):
+        ExtrapolationConfig(steps=1.5)
+    with pytest.raises(ValueError, match="seed must be an integer, got True"):
+        ExtrapolationConfig(seed=True)
+    with pytest.raises(ValueError, match="lr must be a positive finite number"):
+        ExtrapolationConfig(lr=float("nan"))
+    with pytest.raises(ValueError, match="k_back_batch: offset=4 must be smaller than length=4"):
+        k_back_batch(np.random.default_rng(0), 2, 4, 4)
+    with pytest.raises(ValueError, match="train_k_back: config must be an ExtrapolationConfig"):
+        train_k_back({"positions": "rope"})
+    with pytest.raises(ValueError, match="run_configs: configs must be a sequence"):
+        run_configs([1])
+    config = ExtrapolationConfig(steps=1)
+    result = run_one(config)
+    with pytest.raises(ValueError, match="length=128 exceeds the config's longest=64"):
+        accuracy_by_position(result.params or {}, config, 128)
+    with pytest.raises(ValueError, match="length=16 must be an evaluated length above n=16"):
+        past_training_accuracy(result, 16)
+
+
+def test_interpolated_rope_squeezes_the_positions_and_restores_the_rotation():
+    import npformer.model as model
+    from npformer.extrapolation import interpolated_rope
+    from npformer.positions import apply_rope
+
+    X = np.random.default_rng(1).standard_normal((2, 3, 8, 4))  # (B, h, T, d_h)
+    with interpolated_rope(4, 8):
+        np.testing.assert_array_equal(model.apply_rope(X), apply_rope(X, np.arange(8) / 2))
+        np.testing.assert_array_equal(model.apply_rope(X, np.arange(8)), apply_rope(X))
+    assert model.apply_rope is apply_rope
+    config = ExtrapolationConfig(positions="rope", steps=2, train_length=8, longest=16)
+    result = run_one(config, keep=True)
+    assert set(result.interpolated) == {16}
+    same = accuracy_by_position(result.params, config, 8, interpolate=True)  # n / n = 1
+    np.testing.assert_array_equal(same, result.accuracy[8])
+    with pytest.raises(ValueError, match="interpolate=True needs positions='rope', got 'alibi'"):
+        accuracy_by_position({}, ExtrapolationConfig(positions="alibi"), 16, interpolate=True)
+    assert run_one(ExtrapolationConfig(positions="alibi", steps=1)).interpolated is None
+
+
+def test_a_window_as_long_as_the_sequence_changes_nothing_and_a_short_one_does():
+    config = ExtrapolationConfig(positions="rope", steps=30, train_length=8, longest=16)
+    result = run_one(config, keep=True)
+    assert set(result.windowed) == {16}
+    full = accuracy_by_position(result.params, config, 16, window=16)
+    np.testing.assert_array_equal(full, result.accuracy[16])
+    one_key = accuracy_by_position(result.params, config, 16, window=1)  # only itself: chance
+    assert abs(np.nanmean(one_key) - CHANCE) < 0.03
+    with pytest.raises(ValueError, match="window must be a positive integer, got 0"):
+        accuracy_by_position(result.params, config, 16, window=0)
+
+
+def test_visible_distances_equal_the_window_they_describe_and_read_offset_rescores():
+    config = ExtrapolationConfig(positions="rope", steps=30, train_length=8, longest=32)
+    result = run_one(config, keep=True)
+    assert set(result.near_far) == {32} and set(result.interpolated_read) == {16, 32}
+    window = accuracy_by_position(result.params, config, 16, window=5)
+    listed = accuracy_by_position(result.params, config, 16, distances=np.arange(5))
+    np.testing.assert_array_equal(window, listed)
+    listed = [0, 1, 2, 3, 24, 25, 26, 27]  # 4n = 32: the last n/2 keys and n/2 from 3n back
+    near_far = accuracy_by_position(result.params, config, 32, distances=listed)
+    np.testing.assert_array_equal(near_far, result.near_far[32])
+    # read_offset = k gives the task's own accuracy; another offset scores other tokens
+    np.testing.assert_array_equal(
+        accuracy_by_position(result.params, config, 16, read_offset=2), result.accuracy[16]
+    )
+    shifted = accuracy_by_position(result.params, config, 16, read_offset=5)
+    assert np.isnan(shifted[:5]).all() and not np.isnan(shifted[5:]).any()
+    interpolated = accuracy_by_position(result.params, config, 16, interpolate=True, read_offset=4)
+    np.testing.assert_array_equal(interpolated, result.interpolated_read[16])
+    with pytest.raises(ValueError, match="give window or distances, not both"):
+        accuracy_by_position(result.params, config, 16, window=2, distances=[0, 1])
+    with pytest.raises(ValueError, match="distances must contain 0"):
+        accuracy_by_position(result.params, config, 16, distances=[1, 2])
+    with pytest.raises(ValueError, match=r"distances must lie in \[0, length=16\)"):
+        accuracy_by_position(result.params, config, 16, distances=[0, 16])
+    with pytest.raises(ValueError, match="read_offset=16 must be smaller than length=16"):
+        accuracy_by_position(result.params, config, 16, read_offset=16)

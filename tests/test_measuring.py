@@ -1,0 +1,122 @@
+"""Tests of npformer.measuring (the appendix on measuring honestly).
+
+- the timers: a sleep is wall time, not CPU time; min_time is at most any single call;
+- side_by_side sees a clearly slower baseline as slower;
+- peak_extra_bytes counts an array's bytes;
+- page faults: under "trim only" every large array is fresh pages (at least its pages are
+  faulted in), under "kept" a repeated call faults in none; the child sees exactly its setting;
+- bad arguments raise ValueError naming the argument.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from npformer.measuring import (
+    ALLOCATOR_SETTINGS,
+    allocator_environment,
+    allocator_variable,
+    count_faults,
+    min_time,
+    pages,
+    peak_extra_bytes,
+    run_in_child,
+    side_by_side,
+    wall_and_cpu,
+)
+
+SLEEP = """
+import time
+from npformer.measuring import wall_and_cpu
+result = wall_and_cpu(lambda: time.sleep(0.05))
+"""
+
+
+def test_sleep_is_wall_time_not_cpu_time(monkeypatch):
+    # in a child with one BLAS thread: idle OpenBLAS threads of a multi-threaded build spin
+    # and burn CPU time while the main thread sleeps (the appendix shows it)
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
+    wall, cpu = run_in_child(SLEEP, "kept")
+    assert wall >= 0.05 and cpu < 0.03
+
+
+def test_min_time_is_at_most_one_call():
+    calls = []
+    best = min_time(lambda: calls.append(time.sleep(0.001)), repeats=3, warmup=2)
+    assert len(calls) == 5 and 0.001 <= best < 0.5
+
+
+def test_side_by_side_sees_the_slower_side():
+    ratio = side_by_side(lambda: time.sleep(0.02), lambda: None, pairs=3)
+    assert ratio > 10
+
+
+def test_peak_extra_bytes_counts_an_array():
+    n = 1 << 20
+    peak = peak_extra_bytes(lambda: np.ones(n))
+    assert 8 * n <= peak < 8 * n + 64 * 1024
+
+
+def test_pages_rounds_up():
+    assert pages(0) == 0 and pages(1) == 1 and pages(4096) == 1 and pages(4097) == 2
+
+
+def test_allocator_environment_removes_inherited_settings():
+    base = {"PATH": "/bin", "MALLOC_ARENA_MAX": "2", "GLIBC_TUNABLES": "x", "LD_PRELOAD": "y"}
+    assert allocator_environment("defaults", base) == {"PATH": "/bin"}
+    kept = allocator_environment("kept", base)
+    assert {k for k in kept if allocator_variable(k)} == set(ALLOCATOR_SETTINGS["kept"])
+
+
+FAULTS = """
+import numpy as np
+from npformer.measuring import count_faults
+n = 1 << 19  # 4 MiB of float64: far above glibc's first mapping threshold of 128 KiB
+result = count_faults(lambda: np.ones(n), repeats=5).faults_per_call
+"""
+
+
+def test_fresh_pages_are_faults_and_kept_memory_is_not():
+    fresh = run_in_child(FAULTS, "trim only")
+    kept = run_in_child(FAULTS, "kept")
+    # a 4 MiB array is 1024 pages; with transparent huge pages on madvise NumPy may get 2 MiB
+    # pages, so the count can fall to a few faults, but never to zero
+    assert fresh >= 2 and kept == 0
+
+
+def test_count_faults_returns_the_result():
+    counted = count_faults(lambda: 41 + 1, repeats=2)
+    assert counted.result == 42 and counted.faults_per_call >= 0
+
+
+def test_child_reports_failure():
+    with pytest.raises(ValueError, match="failed"):
+        run_in_child("raise SystemExit(3)", "kept")
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: min_time(None, 3), "fn must be callable"),
+        (lambda: min_time(lambda: None, 0), "repeats"),
+        (lambda: min_time(lambda: None, 2.5), "repeats"),
+        (lambda: min_time(lambda: None, True), "repeats"),
+        (lambda: wall_and_cpu("x"), "fn must be callable"),
+        (lambda: side_by_side(lambda: None, 3), "candidate"),
+        (lambda: side_by_side(lambda: None, lambda: None, 0), "pairs"),
+        (lambda: peak_extra_bytes(None), "fn"),
+        (lambda: count_faults(lambda: None, -1), "repeats"),
+        (lambda: pages(-1), "nbytes"),
+        (lambda: pages(1.5), "nbytes"),
+        (lambda: allocator_variable(3), "name"),
+        (lambda: allocator_environment("fast"), "setting"),
+        (lambda: run_in_child(3, "kept"), "code"),
+        (lambda: run_in_child("result = 1", "fast"), "setting"),
+    ],
+)
+def test_bad_arguments(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
