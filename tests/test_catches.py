@@ -7,6 +7,7 @@ passed every test and chapter the mutant names. See mutants/README.md.
 import numpy as np
 
 from npformer.model import DecoderConfig, forward, init_params
+from npformer.multi_head import WEIGHT_NAMES, init_multi_head_params
 from npformer.train import prompt_attention_mask
 
 
@@ -34,3 +35,35 @@ def test_bidirectional_prompt_mask_hides_everything_after_the_prompt():
         changed[:, t] = (changed[:, t] + 1) % 11
         other, _ = forward(params, config, changed, mask)
         np.testing.assert_allclose(other[:, :t], logits[:, :t], rtol=0, atol=1e-12)
+
+
+def test_multi_head_init_keeps_the_scale_of_its_input():
+    """Mutant ``multi_head_init_scale_one_over_d``: weights drawn N(0, 1/d^2) instead of N(0, 1/d).
+
+    Every test used the weights as they came, and attention is right for any weights; only the
+    promise of the docstring (x @ W keeps the scale of x) was never measured.
+    """
+    d = 256
+    params = init_multi_head_params(d, np.random.default_rng(0))
+    x = np.random.default_rng(1).standard_normal((64, d))  # rows of norm about sqrt(d)
+    for name in WEIGHT_NAMES:
+        W = params[name]
+        assert abs(W.std() * np.sqrt(d) - 1) < 0.02, (name, W.std())
+        ratio = np.linalg.norm(x @ W) / np.linalg.norm(x)
+        assert 0.9 < ratio < 1.1, (name, ratio)
+
+
+def test_decoder_weights_are_scaled_by_their_fan_in():
+    """Mutant ``init_params_fan_out``: weights divided by sqrt(d_out) instead of sqrt(d_in).
+
+    The gradient checks, the torch twin and the training tests all pass for any initial
+    weights; the rule "N(0, 1) / sqrt(d_in)" of ``init_params`` is checked here, on matrices
+    whose two sides differ (W_qkv is (d, 3d), the FFN's W_2 is (d_ff, d), W_out is (d, V)).
+    """
+    config = DecoderConfig(vocab_size=300, d_model=64, num_heads=4, num_layers=1, d_ff=256,
+                           max_len=8)  # fmt: skip
+    params = init_params(config, np.random.default_rng(0))
+    for name in ("block0.attn.W_qkv", "block0.attn.W_o", "block0.ffn.W_1", "block0.ffn.W_2",
+                 "W_out"):  # fmt: skip
+        W = params[name]
+        assert abs(W.std() * np.sqrt(W.shape[0]) - 1) < 0.05, (name, W.shape, W.std())
