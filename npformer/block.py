@@ -21,7 +21,7 @@ import numpy as np
 
 from npformer.attention import AttentionCache, _attention, _attention_backward
 from npformer.positions import alibi_bias, apply_rope
-from npformer.reductions import _max_last, _ones, _sum_last, _sum_rows  # noqa: F401
+from npformer.reductions import _sum_last, _sum_rows
 from npformer.validation import (
     array_dict,
     float_array,

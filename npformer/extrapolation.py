@@ -176,25 +176,25 @@ def interpolated_rope(train_length: int, length: int):
     """Within the context, the decoder's RoPE turns position m by m n / L instead of m.
 
     Position interpolation (Chen et al. 2023) applied to a trained model without fine-tuning:
-    the rotation ``npformer.model`` applies to queries and keys is swapped for one that reads
+    the rotation ``npformer.block`` applies to queries and keys is swapped for one that reads
     positions 0 .. L-1 squeezed into [0, n). Forward passes only (the backward pass reads its
     own positions). The original rotation is restored on exit.
     """
-    import npformer.model as model
+    import npformer.block as block
 
     squeezed = interpolate_positions(np.arange(length), train_length, length)  # (L,)
-    original = model.apply_rope
+    original = block.apply_rope
 
     def rope(X, positions=None, base=10000.0, pairing="adjacent"):
         if positions is None and X.shape[-2] == length:
             positions = squeezed
         return original(X, positions, base, pairing)
 
-    model.apply_rope = rope
+    block.apply_rope = rope
     try:
         yield
     finally:
-        model.apply_rope = original
+        block.apply_rope = original
 
 
 def accuracy_by_position(

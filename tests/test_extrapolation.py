@@ -109,15 +109,15 @@ def test_bad_inputs_are_refused():
 
 
 def test_interpolated_rope_squeezes_the_positions_and_restores_the_rotation():
-    import npformer.model as model
+    import npformer.block as block
     from npformer.extrapolation import interpolated_rope
     from npformer.positions import apply_rope
 
     X = np.random.default_rng(1).standard_normal((2, 3, 8, 4))  # (B, h, T, d_h)
     with interpolated_rope(4, 8):
-        np.testing.assert_array_equal(model.apply_rope(X), apply_rope(X, np.arange(8) / 2))
-        np.testing.assert_array_equal(model.apply_rope(X, np.arange(8)), apply_rope(X))
-    assert model.apply_rope is apply_rope
+        np.testing.assert_array_equal(block.apply_rope(X), apply_rope(X, np.arange(8) / 2))
+        np.testing.assert_array_equal(block.apply_rope(X, np.arange(8)), apply_rope(X))
+    assert block.apply_rope is apply_rope
     config = ExtrapolationConfig(positions="rope", steps=2, train_length=8, longest=16)
     result = run_one(config, keep=True)
     assert set(result.interpolated) == {16}
