@@ -6,6 +6,7 @@ passed every test and chapter the mutant names. See mutants/README.md.
 
 import numpy as np
 
+from npformer.block import feed_forward, feed_forward_backward, init_feed_forward_params
 from npformer.model import DecoderConfig, forward, init_params
 from npformer.multi_head import WEIGHT_NAMES, init_multi_head_params
 from npformer.train import prompt_attention_mask
@@ -67,3 +68,18 @@ def test_decoder_weights_are_scaled_by_their_fan_in():
                  "W_out"):  # fmt: skip
         W = params[name]
         assert abs(W.std() * np.sqrt(W.shape[0]) - 1) < 0.05, (name, W.shape, W.std())
+
+
+def test_relu_backward_gives_the_kink_derivative_zero():
+    """Mutant ``relu_kink_derivative_one``: the ReLU backward uses pre >= 0 instead of pre > 0.
+
+    Central differences never sample the kink (random inputs miss 0), and torch's ReLU also
+    gives it derivative 0, so every comparison agreed. Pre-activations exactly 0 are not rare:
+    a zero input row with the zero initial biases gives them. Then no gradient may flow.
+    """
+    params = init_feed_forward_params(6, 12, np.random.default_rng(0))
+    x = np.zeros((2, 3, 6))  # every pre-activation is exactly 0 (the biases start at 0)
+    out, cache = feed_forward(x, params)
+    dx, grads = feed_forward_backward(np.ones_like(out), cache)
+    assert not dx.any()
+    assert not grads["b_1"].any() and not grads["W_1"].any()
