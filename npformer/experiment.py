@@ -56,10 +56,11 @@ ABLATIONS = {
 
 
 class Job(NamedTuple):
-    """A named training run."""
+    """A named training run; ``record_grad_norms`` keeps each block's gradient norm per step."""
 
     name: str
     config: TrainConfig
+    record_grad_norms: bool = False
 
 
 class RunResult(NamedTuple):
@@ -74,6 +75,7 @@ class RunResult(NamedTuple):
     losses: np.ndarray | None  # (steps,) the training curve
     params: dict | None  # the trained parameters
     evaluation: Evaluation | None
+    grad_norms: np.ndarray | None = None  # (steps, num_layers) when the job asked for them
 
     def summary(self) -> dict:
         """The JSON-ready summary: name, configuration, final loss, accuracies, seconds."""
@@ -103,10 +105,46 @@ def source_grid() -> list[Job]:
     return jobs
 
 
+def seed_grid(
+    tasks: Sequence[str],
+    lengths: Sequence[int],
+    seeds: Sequence[int],
+    name: str = "baseline",
+    **changes,
+) -> list[Job]:
+    """One job per (task, length, seed), every other setting the default or ``changes``."""
+    return [
+        Job(name, TrainConfig(task=task, length=length, seed=seed, **changes))
+        for task in tasks
+        for length in lengths
+        for seed in seeds
+    ]
+
+
+def run_under_environments(
+    configs: Sequence[TrainConfig], environments: dict[str, dict], workers: int | None = None
+) -> dict[str, list[dict]]:
+    """Run every config once under each named environment, each run in its own process.
+
+    ``environments`` maps a name to environment changes (see :func:`run_in_subprocesses`),
+    e.g. ``{"OpenBLAS Prescott": {"OPENBLAS_CORETYPE": "Prescott"}}``. Returns, for each
+    name, the JSON summaries of the runs in the order of ``configs``.
+    """
+    configs = list(configs)
+    if not all(isinstance(c, TrainConfig) for c in configs):
+        raise ValueError("run_under_environments: configs must be a sequence of TrainConfig")
+    if not isinstance(environments, dict) or not environments:
+        raise ValueError("run_under_environments: environments must be a non-empty dict")
+    runs = [(config, env) for env in environments.values() for config in configs]
+    summaries = run_in_subprocesses(runs, workers)
+    k = len(configs)
+    return {name: summaries[i * k : (i + 1) * k] for i, name in enumerate(environments)}
+
+
 def run_job(job: Job, keep: bool = True, eval_size: int = 500, eval_seed: int = 999) -> RunResult:
     """Train ``job.config``, evaluate by generation; keep the model and curve if ``keep``."""
     start = time.perf_counter()
-    trained = train(job.config)
+    trained = train(job.config, record_grad_norms=job.record_grad_norms)
     evaluation = evaluate(trained.params, job.config, n=eval_size, seed=eval_seed)
     return RunResult(
         job.name,
@@ -118,6 +156,7 @@ def run_job(job: Job, keep: bool = True, eval_size: int = 500, eval_seed: int = 
         trained.losses if keep else None,
         trained.params if keep else None,
         evaluation if keep else None,
+        trained.grad_norms,
     )
 
 
@@ -220,12 +259,17 @@ def cli_arguments(config: TrainConfig) -> list[str]:
         args += ["--d-ff", str(config.d_ff)]
     if not config.scale:
         args.append("--no-scale")
-    if not config.positions:
+    scheme = config.model_config().positions
+    if scheme == "none":
         args.append("--no-positions")
+    elif scheme != "learned":
+        args += ["--positions", scheme]
     if config.ln != default.ln:
         args.append("--post-ln")
     if config.prompt_attention != default.prompt_attention:
         args.append("--bidirectional-prompt")
+    if config.warmup_steps:
+        args += ["--warmup", str(config.warmup_steps)]
     return args
 
 
@@ -318,6 +362,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--d-ff", type=int, default=None, help="default: 4 d_model")
     run.add_argument("--no-scale", action="store_true", help="drop the 1/sqrt(d_h) scale")
     run.add_argument("--no-positions", action="store_true", help="drop the position table")
+    run.add_argument(
+        "--positions",
+        choices=("learned", "sinusoidal", "rope", "alibi", "none"),
+        default=None,
+        help="the position scheme, default: learned (--no-positions means none)",
+    )
     run.add_argument("--post-ln", action="store_true", help="LN(x + f(x)) instead of pre-LN")
     run.add_argument(
         "--bidirectional-prompt",
@@ -325,6 +375,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="prompt symbols attend to each other both ways (a prefix LM)",
     )
     run.add_argument("--dtype", choices=("float32", "float64"), default=d.dtype)
+    run.add_argument(
+        "--warmup", type=int, default=d.warmup_steps, help="linear warm-up steps, default: 0"
+    )
     parser.add_argument("--eval-size", type=int, default=500, help="held-out prompts")
     parser.add_argument("--eval-seed", type=int, default=999, help="their seed")
     parser.add_argument(
@@ -339,8 +392,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 _RUN_OPTIONS = (
     "task", "length", "seed", "steps", "batch_size", "lr", "d_model", "heads", "blocks",
-    "d_ff", "no_scale", "no_positions", "post_ln", "bidirectional_prompt", "dtype",
+    "d_ff", "no_scale", "no_positions", "positions", "post_ln", "bidirectional_prompt", "dtype",
+    "warmup",
 )  # fmt: skip
+
+
+def _scheme(args: argparse.Namespace) -> bool | str:
+    """The positions field: True / False for the learned table or none (the defaults' form)."""
+    if args.no_positions and args.positions not in (None, "none"):
+        raise ValueError(f"--no-positions contradicts --positions {args.positions}")
+    scheme = "none" if args.no_positions else (args.positions or "learned")
+    return {"learned": True, "none": False}.get(scheme, scheme)
 
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
@@ -358,9 +420,10 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         d_ff=args.d_ff,
         ln="post" if args.post_ln else "pre",
         scale=not args.no_scale,
-        positions=not args.no_positions,
+        positions=_scheme(args),
         prompt_attention="bidirectional" if args.bidirectional_prompt else "causal",
         dtype=args.dtype,
+        warmup_steps=args.warmup,
     )
 
 

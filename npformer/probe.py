@@ -91,3 +91,20 @@ def probe_accuracy(probe: LinearProbe, features, labels) -> float:
     """Share of rows whose predicted class equals the label."""
     X, y = _check("probe_accuracy", features, labels)
     return float((probe_predict(probe, X) == y).mean())
+
+
+def probe_directions(probe: LinearProbe) -> np.ndarray:
+    """The directions of the hidden-state space that the probe reads: (C - 1, d), orthonormal.
+
+    The probe's class scores are ((x - mean) / std) W + b, so class c reads x along
+    w_c = W[:d, c] / std. Adding one vector to every w_c changes no argmax, so what the probe
+    uses is the span of the differences w_c - mean_c(w_c): C - 1 directions.
+    """
+    if not isinstance(probe, LinearProbe):
+        raise ValueError(
+            f"probe_directions: probe must be a LinearProbe, got {type(probe).__name__}"
+        )
+    w = probe.weights[:-1] / probe.std[:, None]  # (d, C) in the units of x
+    centred = (w - w.mean(axis=1, keepdims=True)).T  # (C, d), rank C - 1
+    U, s, Vt = np.linalg.svd(centred, full_matrices=False)
+    return Vt[: centred.shape[0] - 1]  # (C - 1, d)

@@ -47,7 +47,9 @@ class TrainConfig:
     sqrt(d_h); ``positions`` picks the position scheme of ``npformer.model.POSITION_SCHEMES``
     ("learned", "sinusoidal", "rope", "alibi", "none"; True and False mean "learned" and "none",
     so ``positions=False`` drops the learned position table); ``prompt_attention``
-    "bidirectional" lets the prompt symbols attend to each other both ways.
+    "bidirectional" lets the prompt symbols attend to each other both ways. ``warmup_steps``
+    > 0 raises the step size linearly from lr / warmup_steps to lr over the first
+    ``warmup_steps`` steps (see :func:`learning_rate`).
     """
 
     task: str = "copy"
@@ -65,6 +67,7 @@ class TrainConfig:
     positions: bool | str = True
     prompt_attention: str = "causal"
     dtype: str = "float32"
+    warmup_steps: int = 0
 
     def __post_init__(self):
         fn = "TrainConfig"
@@ -99,6 +102,9 @@ class TrainConfig:
             object.__setattr__(self, "positions", position_scheme(fn, self.positions))
         else:
             position_scheme(fn, self.positions)
+        w = self.warmup_steps
+        if isinstance(w, bool) or not isinstance(w, (int, np.integer)) or w < 0:
+            raise ValueError(f"{fn}: warmup_steps must be a non-negative integer, got {w!r}")
         # the model validates the rest (ln placement) when it is built
         self.model_config()
 
@@ -142,12 +148,37 @@ def one_blas_thread():
 
 
 class TrainResult(NamedTuple):
-    """A trained model: its parameters, the loss of every step, the wall time."""
+    """A trained model: its parameters, the loss of every step, the wall time.
+
+    ``grad_norms`` (steps, num_layers), when recorded, holds the Euclidean norm of the gradient
+    of each block's parameters (all of them together) at each step, before the update.
+    """
 
     config: TrainConfig
     params: dict
     losses: np.ndarray  # (steps,) the training loss of each step's batch
     seconds: float
+    grad_norms: np.ndarray | None = None
+
+
+def learning_rate(config: TrainConfig, step: int) -> float:
+    """The step size of step ``step`` (0-based): lr min(1, (step + 1) / warmup_steps).
+
+    Without warm-up (``warmup_steps`` 0) it is ``config.lr`` at every step.
+    """
+    if config.warmup_steps == 0:
+        return config.lr
+    return config.lr * min(1.0, (step + 1) / config.warmup_steps)
+
+
+def block_grad_norms(grads: dict, num_layers: int) -> np.ndarray:
+    """The norm of the gradient of each block's parameters together: (num_layers,) float64."""
+    norms = np.zeros(num_layers)
+    for name, g in grads.items():
+        if name.startswith("block"):
+            layer = int(name[5 : name.index(".")])
+            norms[layer] += float(np.sum(np.square(g, dtype=np.float64)))
+    return np.sqrt(norms)
 
 
 def prompt_attention_mask(length: int, total: int, bidirectional: bool) -> np.ndarray | None:
@@ -164,12 +195,17 @@ def prompt_attention_mask(length: int, total: int, bidirectional: bool) -> np.nd
     return mask
 
 
-def train(config: TrainConfig, progress: Callable[[int, int], None] | None = None) -> TrainResult:
+def train(
+    config: TrainConfig,
+    progress: Callable[[int, int], None] | None = None,
+    record_grad_norms: bool = False,
+) -> TrainResult:
     """Train from scratch: init from ``config.seed``, then ``config.steps`` Adam steps.
 
     One generator, seeded once, draws the initial weights and then every batch, so a run is a
     function of its configuration (and of the machine's floating-point kernels).
-    ``progress(step, steps)`` is called every 1% of the run when given.
+    ``progress(step, steps)`` is called every 1% of the run when given. With
+    ``record_grad_norms`` the result also holds each block's gradient norm at every step.
     Returns a :class:`TrainResult`.
     """
     if not isinstance(config, TrainConfig):
@@ -184,6 +220,7 @@ def train(config: TrainConfig, progress: Callable[[int, int], None] | None = Non
         config.length, 2 * config.length, config.prompt_attention == "bidirectional"
     )
     losses = np.empty(config.steps)
+    norms = np.empty((config.steps, config.num_layers)) if record_grad_norms else None
     every = max(1, config.steps // 100)
     with one_blas_thread():
         for step in range(config.steps):
@@ -191,11 +228,14 @@ def train(config: TrainConfig, progress: Callable[[int, int], None] | None = Non
             loss, grads = loss_and_grads(
                 params, model_config, batch.tokens, batch.targets, batch.loss_mask, attn_mask
             )
+            if norms is not None:
+                norms[step] = block_grad_norms(grads, config.num_layers)
+            optimizer.lr = learning_rate(config, step)
             optimizer.step(grads)
             losses[step] = loss
             if progress is not None and ((step + 1) % every == 0 or step + 1 == config.steps):
                 progress(step + 1, config.steps)
-    return TrainResult(config, params, losses, time.perf_counter() - start)
+    return TrainResult(config, params, losses, time.perf_counter() - start, norms)
 
 
 def generate(next_logits: Callable[[np.ndarray], np.ndarray], start, num_new: int) -> np.ndarray:

@@ -54,6 +54,8 @@ def test_ablation_switches_reach_the_configuration():
     [
         TrainConfig(),
         TrainConfig(task="sort", length=8, seed=2),
+        TrainConfig(positions="rope"),
+        TrainConfig(positions="alibi", length=4),
         TrainConfig(
             scale=False,
             positions=False,
@@ -65,6 +67,7 @@ def test_ablation_switches_reach_the_configuration():
             d_ff=100,
             prompt_attention="bidirectional",
             dtype="float64",
+            warmup_steps=50,
         ),
     ],
 )
@@ -173,3 +176,30 @@ def test_progress_bar_only_on_a_terminal():
     _ProgressBar("x", loud)(10, 10)
     assert quiet.getvalue() == ""
     assert "10/10" in loud.getvalue() and "#" in loud.getvalue()
+
+
+def test_seed_grid_and_grad_norms_through_the_pool(monkeypatch):
+    from npformer.experiment import seed_grid
+
+    jobs = seed_grid(("copy", "sort"), (4, 6), (0, 1, 2), steps=7)
+    assert len(jobs) == 12 and all(j.config.steps == 7 for j in jobs)
+    assert [(j.config.task, j.config.length, j.config.seed) for j in jobs[:4]] == [
+        ("copy", 4, 0), ("copy", 4, 1), ("copy", 4, 2), ("copy", 6, 0)]  # fmt: skip
+    monkeypatch.setenv(WORKERS_ENV, "2")
+    job = tiny_job("g", 0)._replace(record_grad_norms=True)
+    [with_norms, without] = run_grid([job, tiny_job("h", 0)])
+    assert with_norms.grad_norms.shape == (5, 1) and without.grad_norms is None
+    assert with_norms.final_loss == without.final_loss  # recording does not change the run
+
+
+def test_run_under_environments_groups_by_environment():
+    from npformer.experiment import run_under_environments
+
+    config = tiny_job("x", 0).config
+    environments = {"a": {}, "b": {"OPENBLAS_CORETYPE": None}}
+    out = run_under_environments([config, config], environments, workers=2)
+    assert list(out) == ["a", "b"] and all(len(v) == 2 for v in out.values())
+    assert out["a"][0]["final_loss"] == out["b"][1]["final_loss"]
+    with pytest.raises(ValueError, match="environments must be a non-empty dict"):
+        run_under_environments([config], {})
+    assert "--warmup" in cli_arguments(TrainConfig(warmup_steps=10))

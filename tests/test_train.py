@@ -192,3 +192,43 @@ def test_a_run_picks_its_position_scheme(positions):
     assert TrainConfig(positions=False).model_config().positions == "none"
     with pytest.raises(ValueError, match="positions must be one of"):
         TrainConfig(positions="relative")
+
+
+def test_warmup_is_linear_and_off_by_default():
+    from npformer.train import learning_rate
+
+    plain = TrainConfig(lr=0.01)
+    assert all(learning_rate(plain, s) == 0.01 for s in (0, 5, 1000))
+    warm = TrainConfig(lr=0.01, warmup_steps=100)
+    assert learning_rate(warm, 0) == pytest.approx(1e-4)
+    assert learning_rate(warm, 49) == pytest.approx(5e-3)
+    assert learning_rate(warm, 99) == learning_rate(warm, 500) == 0.01
+    # warm-up changes the run; warmup_steps=0 gives the run of a config without the field set
+    small = dict(length=2, steps=5, d_model=8, num_heads=2, num_layers=1)
+    a = train(TrainConfig(**small)).losses
+    np.testing.assert_array_equal(a, train(TrainConfig(**small, warmup_steps=0)).losses)
+    assert not np.array_equal(a, train(TrainConfig(**small, warmup_steps=3)).losses)
+    for bad in (-1, 2.5, True):
+        with pytest.raises(ValueError, match="warmup_steps must be a non-negative integer"):
+            TrainConfig(warmup_steps=bad)
+
+
+def test_grad_norms_are_each_blocks_gradient_norm():
+    from npformer.train import block_grad_norms
+
+    config = TrainConfig(length=2, steps=3, d_model=8, num_heads=2, num_layers=2)
+    result = train(config, record_grad_norms=True)
+    assert result.grad_norms.shape == (3, 2)
+    # the first step's norms from the initial parameters, recomputed by hand
+    rng = np.random.default_rng(config.seed)
+    params = init_params(config.model_config(), rng, dtype=np.float32)
+    batch = make_batch(rng, config.batch_size, 2, config.task)
+    _, grads = loss_and_grads(params, config.model_config(), *batch)
+    by_hand = [
+        np.sqrt(sum(np.sum(g.astype(np.float64) ** 2) for n, g in grads.items()
+                    if n.startswith(f"block{layer}.")))
+        for layer in (0, 1)
+    ]  # fmt: skip
+    np.testing.assert_allclose(result.grad_norms[0], by_hand, rtol=1e-6)
+    np.testing.assert_allclose(block_grad_norms(grads, 2), by_hand, rtol=1e-12)
+    assert train(config).grad_norms is None
