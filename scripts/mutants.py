@@ -14,7 +14,9 @@ Every file ``mutants/<name>.mutant`` describes one realistic bug as a small patc
 tracked files of the repository are copied to a scratch folder, the patch is applied there (the
 old text must occur exactly once: a patch that no longer applies is an error, not a pass), and
 pytest runs what ``catch`` names, with nbval for notebooks, importing the scratch copy of the
-package. The bug is caught when that run fails. Two bugs run at once (``MUTANT_WORKERS``).
+package; it stops at the first failing test (``-x``), which is the one the table names.
+The bug is caught when that run fails (pytest exit 1; a usage or internal error of
+pytest is reported as not caught, with its message). Two bugs run at once (``MUTANT_WORKERS``).
 
 Prints a table (bug, caught by, seconds) and ends with ``caught N of N``; exits 1 if any bug
 was not caught, or a patch did not apply.
@@ -64,11 +66,13 @@ def parse(path: Path) -> Mutant:
     patches = []
     for group in ("file: " + body).split("\nfile: "):
         group = group.removeprefix("file: ")
-        m = re.match(r"(\S+)\n--- old\n(.*?)\n\+\+\+ new\n(.*)$", group, re.S)
+        m = re.match(r"(\S+)\n--- old\n(.*?)\n\+\+\+ new(?:\n(.*))?$", group, re.S)
         if not m:
             raise ValueError(f"{path.name}: a file: group needs '--- old' and '+++ new' parts")
-        new = m.group(3)
-        patches.append((m.group(1), m.group(2) + "\n", new if new.endswith("\n") else new + "\n"))
+        new = m.group(3) or ""  # an empty new part deletes the old lines
+        if new and not new.endswith("\n"):
+            new += "\n"
+        patches.append((m.group(1), m.group(2) + "\n", new))
     return Mutant(path.stem, fields["description"].strip(), fields["catch"].split(), patches)
 
 
@@ -95,9 +99,10 @@ def apply(mutant: Mutant, dest: Path) -> None:
 
 
 def failing(output: str) -> list[str]:
-    """The test ids (or notebook cells) that failed, from pytest's short summary."""
-    ids = re.findall(r"^(?:FAILED|ERROR) (\S+)", output, re.M)
-    return sorted({i.split("::")[0] for i in ids})
+    """The tests (or notebook cells) that failed, from pytest's short summary, without their
+    parameters: ``tests/test_masks.py::test_padding_mask_marks_the_first_length_positions``."""
+    ids = re.findall(r"^(?:FAILED|ERROR) (.+?)(?: - .*)?$", output, re.M)
+    return sorted({i.split("[")[0].strip() for i in ids})
 
 
 def run_one(mutant: Mutant) -> Outcome:
@@ -110,7 +115,7 @@ def run_one(mutant: Mutant) -> Outcome:
         except ValueError as exc:
             return Outcome(mutant, False, "", time.perf_counter() - start, str(exc))
         notebooks = [c for c in mutant.catch if c.endswith(".ipynb")]
-        cmd = [sys.executable, "-m", "pytest", "-q", *mutant.catch]
+        cmd = [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", *mutant.catch]
         if notebooks:
             cmd += ["--nbval", "--nbval-current-env", "--nbval-sanitize-with",
                     "scripts/nbval_sanitize.cfg"]  # fmt: skip
@@ -129,9 +134,13 @@ def run_one(mutant: Mutant) -> Outcome:
         except subprocess.TimeoutExpired:
             return Outcome(mutant, True, "timeout (the bug hangs the run)", TIMEOUT)
         output = run.stdout + run.stderr
-        caught = run.returncode not in (0, 5)
-        by = ", ".join(failing(output)) or ("(exit %d)" % run.returncode if caught else "")
-        return Outcome(mutant, caught, by, time.perf_counter() - start)
+        seconds = time.perf_counter() - start
+        if run.returncode not in (0, 1, 5):  # interrupted, internal or usage error: no verdict
+            last = output.strip().splitlines()[-1:] or [""]
+            return Outcome(mutant, False, "", seconds, f"pytest exit {run.returncode}: {last[0]}")
+        caught = run.returncode == 1  # some test failed
+        by = ", ".join(failing(output)) or ("(exit 1)" if caught else "")
+        return Outcome(mutant, caught, by, seconds)
 
 
 def main(argv: list[str]) -> int:
@@ -140,14 +149,14 @@ def main(argv: list[str]) -> int:
         mutants = [m for m in mutants if any(a in m.name for a in argv)]
     workers = int(os.environ.get("MUTANT_WORKERS", "2"))
     start = time.perf_counter()
-    print(f"{'bug':<42} {'caught by':<60} {'s':>5}")
+    print(f"{'bug':<42} {'caught by':<90} {'s':>5}")
     with ThreadPoolExecutor(workers) as pool:
         outcomes = []
         for outcome in pool.map(run_one, mutants):
             outcomes.append(outcome)
             m = outcome.mutant
             by = outcome.by if outcome.caught else f"NOT CAUGHT {outcome.error}".strip()
-            print(f"{m.name:<42} {by:<60} {outcome.seconds:5.0f}", flush=True)
+            print(f"{m.name:<42} {by:<90} {outcome.seconds:5.0f}", flush=True)
     caught = sum(o.caught for o in outcomes)
     print(f"mutants: {time.perf_counter() - start:.0f} s with {workers} worker(s)")
     print(f"caught {caught} of {len(outcomes)}")
