@@ -2296,6 +2296,7 @@ RECORDS = {
     "exercises.ch08.tile_state": "an exercise's reference solution",
     "exercises.ch08.reference_merge": "an exercise's reference solution",
     "exercises.ch09.reference_cache_bytes": "an exercise's reference solution",
+    "exercises.ch14.reference": "an exercise's reference solution",
     "blocked_attention.BlockedAttentionCache": "returned by blocked_attention",
     "blocked_attention.TileCounts": "returned by tile_counts",
     "measuring.Counted": "returned by count_faults",
@@ -2347,6 +2348,7 @@ PENDING["exercises.ch13"] = _checker_rows("ch13", "check_causality_check")
 PENDING["exercises.ch07"] = _checker_rows("ch07", "check_label_smoothing")
 PENDING["exercises.ch10"] = _checker_rows("ch10", "check_accuracies")
 PENDING["exercises.ch11"] = _checker_rows("ch11", "check_remove_directions")
+PENDING["exercises.ch14"] = _checker_rows("ch14", "check_pair_ratio")
 for _module, _rows in PENDING.items():
     if _module not in NOT_COVERED:
         API |= _rows
