@@ -169,7 +169,7 @@ def test_timing_claims_are_declared(path):
 
 
 def test_code_fits_the_page_column():
-    """Every code cell is formatted to the 75 characters the page column shows at 1280 px."""
+    """Every code cell is formatted to the 72 characters the page column shows at 1280 px."""
     import subprocess
     import sys
 
