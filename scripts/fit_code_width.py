@@ -53,6 +53,44 @@ def wrap_comment_lines(source: str) -> str:
     return "\n".join(out)
 
 
+def reflow_comment_blocks(source: str) -> str:
+    """Re-wrap a block of full-line comments that an earlier wrap left with a stranded word.
+
+    A block (consecutive comment lines of one indentation) is re-wrapped as one paragraph when
+    one of its lines, not the last, is shorter than 25 characters and the next line continues
+    the sentence (starts in lower case); other blocks keep their line breaks.
+    """
+    lines = source.split("\n")
+    out, i = [], 0
+    while i < len(lines):
+        stripped = lines[i].lstrip()
+        if not stripped.startswith("# "):
+            out.append(lines[i])
+            i += 1
+            continue
+        indent = lines[i][: len(lines[i]) - len(stripped)]
+        j = i
+        while (
+            j < len(lines)
+            and lines[j].startswith(indent + "# ")
+            and (lines[j][len(indent) :].startswith("# "))
+        ):
+            j += 1
+        block = [line[len(indent) + 2 :] for line in lines[i:j]]
+        stranded = any(
+            len(block[k]) < 25 and block[k + 1][:1].islower() for k in range(len(block) - 1)
+        )
+        if stranded:
+            text = " ".join(part.strip() for part in block)
+            out += textwrap.wrap(
+                text, WIDTH, initial_indent=indent + "# ", subsequent_indent=indent + "# "
+            )
+        else:
+            out += lines[i:j]
+        i = j
+    return "\n".join(out)
+
+
 def lift_comments(source: str) -> str:
     """Move each trailing comment of an over-long line onto its own line above it."""
     lines = source.split("\n")
@@ -164,7 +202,9 @@ def fit(source: str) -> str:
     current = ruff_format(wrap_docstrings(drop_format_skips(source)))
     for _ in range(6):
         new = ruff_format(
-            wrap_docstrings(wrap_comment_lines(split_strings(lift_comments(current))))
+            reflow_comment_blocks(
+                wrap_docstrings(wrap_comment_lines(split_strings(lift_comments(current))))
+            )
         )
         if new == current:
             break
