@@ -11,8 +11,6 @@
 
 from __future__ import annotations
 
-import tracemalloc
-
 import numpy as np
 import pytest
 from hypothesis import given
@@ -27,6 +25,7 @@ from npformer.blocked_attention import (
 )
 from npformer.gradcheck import gradient_check, select_coordinates
 from npformer.masks import causal_mask
+from npformer.measuring import peak_extra_bytes
 
 # (lead, T, S, d_h, d_v, block_q, block_k, causal)
 CASES = [
@@ -136,19 +135,6 @@ def test_causal_tiles_after_the_queries_are_never_read():
     ref, _ = naive(Q[:32], K[:32], V[:32], True)
     np.testing.assert_allclose(out[:32], ref, rtol=0, atol=1e-12)
     assert np.isnan(out[32:]).all()
-
-
-def peak_extra_bytes(fn):
-    fn()  # first call outside the measurement
-    tracemalloc.start()
-    try:
-        before = tracemalloc.get_traced_memory()[0]
-        result = fn()
-        peak = tracemalloc.get_traced_memory()[1] - before
-        del result
-    finally:
-        tracemalloc.stop()
-    return peak
 
 
 def test_peak_memory_is_linear_in_T():
