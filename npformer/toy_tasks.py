@@ -33,6 +33,7 @@ from npformer.attention import (
     scaled_dot_product_attention,
     scaled_dot_product_attention_backward,
 )
+from npformer.model import masked_cross_entropy, masked_cross_entropy_backward
 from npformer.multi_head import merge_heads, split_heads
 from npformer.optim import Adam
 from npformer.validation import divisible, float_array, int_at_least, positive_number
@@ -241,6 +242,8 @@ def cross_entropy(logits, targets):
     fn = "cross_entropy"
     logits = float_array(fn, "logits", logits)
     targets = np.asarray(targets)
+    if logits.ndim != 4:
+        raise ValueError(f"{fn}: logits must have shape (B, T, m, vocab), got {logits.shape}")
     if not np.issubdtype(targets.dtype, np.integer) or logits.shape[:-1] != targets.shape:
         raise ValueError(
             f"{fn}: targets (integers) must have shape logits.shape[:-1]; got logits "
@@ -248,15 +251,10 @@ def cross_entropy(logits, targets):
         )
     if targets.size == 0 or targets.min() < 0 or targets.max() >= logits.shape[-1]:
         raise ValueError(f"{fn}: targets must lie in 0 .. {logits.shape[-1] - 1}")
-    shifted = logits - logits.max(axis=-1, keepdims=True)
-    log_p = shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True))
-    picked = np.take_along_axis(log_p, targets[..., None], axis=-1)
-    n = targets.size
-    d_logits = np.exp(log_p)
-    np.put_along_axis(
-        d_logits, targets[..., None], np.take_along_axis(d_logits, targets[..., None], -1) - 1, -1
-    )
-    return float(-picked.sum() / n), d_logits / n
+    # the decoder's loss with every position selected: (B, T, m, V) -> (B, T * m, V)
+    B, T, m, V = logits.shape
+    loss, cache = masked_cross_entropy(logits.reshape(B, T * m, V), targets.reshape(B, T * m), 1)
+    return loss, masked_cross_entropy_backward(cache).reshape(logits.shape)
 
 
 class TrainResult(NamedTuple):
