@@ -220,37 +220,38 @@ def _worker_environment() -> Iterator[None]:
             os.environ.pop(key, None)
 
 
-def _run_indexed(item):
-    index, job, keep = item
-    return index, run_job(job, keep=keep)
-
-
-def run_grid(
-    jobs: Sequence[Job],
+def map_in_processes(
+    function: Callable,
+    items: Sequence,
     workers: int | None = None,
-    keep: bool = True,
-    on_result: Callable[[int, RunResult], None] | None = None,
-) -> list[RunResult]:
-    """Run ``jobs`` in parallel, one process per core (see ``worker_count``), longest first.
+    order: Sequence[int] | None = None,
+    on_result: Callable[[int, object], None] | None = None,
+) -> list:
+    """``[function(item) for item in items]``, computed in parallel worker processes.
 
-    Worker processes are started fresh ("spawn"), one BLAS thread each, so a run gives the
-    same numbers inside the pool as alone. ``on_result(i, result)`` is called as each run
-    finishes (in completion order). Returns the results in the order of ``jobs``.
+    One process per core (see ``worker_count``), started fresh ("spawn") with one BLAS thread
+    each, so an item gives the same numbers inside the pool as alone; with one worker, in this
+    process. ``order`` is the order in which items are started (for example longest first);
+    ``on_result(i, result)`` is called as each item finishes, in completion order. ``function``
+    must be importable by name (a module-level function). Returns results in the order of
+    ``items``.
     """
-    jobs = sequence("run_grid", "jobs", jobs)
-    _check_workers("run_grid", workers)
-    flag("run_grid", "keep", keep)
+    fn = "map_in_processes"
+    if not callable(function):
+        raise ValueError(f"{fn}: function must be callable, got {function!r}")
+    items = sequence(fn, "items", items)
+    _check_workers(fn, workers)
     if on_result is not None and not callable(on_result):
-        raise ValueError(f"run_grid: on_result must be a function or None, got {on_result!r}")
-    if not all(isinstance(j, Job) for j in jobs):
-        raise ValueError("run_grid: jobs must be a sequence of Job(name, TrainConfig)")
-    n = worker_count(len(jobs), workers) if jobs else 1
-    order = sorted(range(len(jobs)), key=lambda i: -_cost(jobs[i].config))
-    items = [(i, jobs[i], keep) for i in order]
-    results: list[RunResult | None] = [None] * len(jobs)
+        raise ValueError(f"{fn}: on_result must be a function or None, got {on_result!r}")
+    order = list(range(len(items))) if order is None else list(sequence(fn, "order", order))
+    if sorted(order, key=repr) != sorted(range(len(items)), key=repr):
+        raise ValueError(f"{fn}: order must be a permutation of 0 .. {len(items) - 1}, got {order}")
+    tasks = [(i, function, items[i]) for i in order]
+    results: list = [None] * len(items)
+    n = worker_count(len(items), workers) if items else 1
     if n == 1:
-        outputs = map(_run_indexed, items)
-        for i, result in outputs:
+        finished = map(_call_indexed, tasks)
+        for i, result in finished:
             results[i] = result
             if on_result is not None:
                 on_result(i, result)
@@ -259,11 +260,44 @@ def run_grid(
     with _worker_environment():
         pool = context.Pool(n)
     with pool:
-        for i, result in pool.imap_unordered(_run_indexed, items, chunksize=1):
+        for i, result in pool.imap_unordered(_call_indexed, tasks, chunksize=1):
             results[i] = result
             if on_result is not None:
                 on_result(i, result)
     return results
+
+
+def _call_indexed(task):
+    index, function, item = task
+    return index, function(item)
+
+
+def _run_kept(item):
+    job, keep = item
+    return run_job(job, keep=keep)
+
+
+def run_grid(
+    jobs: Sequence[Job],
+    workers: int | None = None,
+    keep: bool = True,
+    on_result: Callable[[int, RunResult], None] | None = None,
+) -> list[RunResult]:
+    """Run ``jobs`` in parallel, one process per core (see ``map_in_processes``), longest first.
+
+    A run gives the same numbers inside the pool as alone. ``on_result(i, result)`` is called
+    as each run finishes (in completion order). Returns the results in the order of ``jobs``.
+    """
+    jobs = sequence("run_grid", "jobs", jobs)
+    _check_workers("run_grid", workers)
+    flag("run_grid", "keep", keep)
+    if on_result is not None and not callable(on_result):
+        raise ValueError(f"run_grid: on_result must be a function or None, got {on_result!r}")
+    if not all(isinstance(j, Job) for j in jobs):
+        raise ValueError("run_grid: jobs must be a sequence of Job(name, TrainConfig)")
+    order = sorted(range(len(jobs)), key=lambda i: -_cost(jobs[i].config))
+    items = [(job, keep) for job in jobs]
+    return map_in_processes(_run_kept, items, workers, order=order, on_result=on_result)
 
 
 # ----------------------------------------------------------------------------- subprocesses

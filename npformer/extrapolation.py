@@ -22,13 +22,12 @@ gradient and keep their random initial values.
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
-from npformer.experiment import _worker_environment, worker_count
+from npformer.experiment import map_in_processes
 from npformer.model import POSITION_SCHEMES, DecoderConfig, forward, init_params, loss_and_grads
 from npformer.optim import Adam
 from npformer.positions import interpolate_positions
@@ -330,33 +329,16 @@ def run_one(config: ExtrapolationConfig, keep: bool = False) -> ExtrapolationRes
     )  # fmt: skip
 
 
-def _run_indexed(item):
-    index, config = item
-    return index, run_one(config)
-
-
 def run_configs(configs, workers: int | None = None) -> list[ExtrapolationResult]:
-    """Run ``configs`` in parallel (one process per core, capped by $NPFORMER_WORKERS, each with
-    one BLAS thread; see ``npformer.experiment.worker_count``). Results in the given order."""
+    """Run ``configs`` in parallel (see ``npformer.experiment.map_in_processes``: one process
+    per core, capped by $NPFORMER_WORKERS, each with one BLAS thread). Results in the given
+    order."""
     configs = sequence("run_configs", "configs", configs)
     if workers is not None:
         int_at_least("run_configs", "workers", workers)
     if not all(isinstance(c, ExtrapolationConfig) for c in configs):
         raise ValueError("run_configs: configs must be a sequence of ExtrapolationConfig")
-    results: list[ExtrapolationResult | None] = [None] * len(configs)
-    n = worker_count(len(configs), workers) if configs else 1
-    items = list(enumerate(configs))
-    if n == 1:
-        for i, config in items:
-            results[i] = run_one(config)
-        return results
-    context = multiprocessing.get_context("spawn")
-    with _worker_environment():
-        pool = context.Pool(n)
-    with pool:
-        for i, result in pool.imap_unordered(_run_indexed, items, chunksize=1):
-            results[i] = result
-    return results
+    return map_in_processes(run_one, configs, workers)
 
 
 def past_training_accuracy(result: ExtrapolationResult, length: int) -> float:

@@ -2,6 +2,7 @@
 
 import io
 import json
+import math
 
 import pytest
 
@@ -14,6 +15,7 @@ from npformer.experiment import (
     cli_arguments,
     config_from_args,
     main,
+    map_in_processes,
     run_grid,
     run_in_subprocesses,
     source_grid,
@@ -203,3 +205,24 @@ def test_run_under_environments_groups_by_environment():
     with pytest.raises(ValueError, match="environments must be a non-empty dict"):
         run_under_environments([config], {})
     assert "--warmup" in cli_arguments(TrainConfig(warmup_steps=10))
+
+
+def test_map_in_processes_keeps_the_order_of_items_and_reports_each_result():
+    seen = []
+    squares = map_in_processes(
+        math.factorial,
+        [3, 5, 1, 4],
+        workers=2,
+        order=[1, 3, 0, 2],
+        on_result=lambda i, r: seen.append((i, r)),
+    )
+    assert squares == [6, 120, 1, 24]
+    assert sorted(seen) == [(0, 6), (1, 120), (2, 1), (3, 24)]
+    assert map_in_processes(math.factorial, [], workers=2) == []
+
+
+def test_map_in_processes_refuses_an_order_that_is_not_a_permutation():
+    with pytest.raises(ValueError, match="order must be a permutation of 0 .. 2"):
+        map_in_processes(abs, [1, 2, 3], workers=1, order=[0, 0, 1])
+    with pytest.raises(ValueError, match="function must be callable"):
+        map_in_processes(None, [1], workers=1)

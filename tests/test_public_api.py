@@ -2236,6 +2236,11 @@ PENDING = {
             lambda: dict(num_jobs=3, workers=1),
             dict(num_jobs=Size(0), workers=Size()),
         ),
+        "experiment.map_in_processes": Row(
+            "experiment.map_in_processes",
+            lambda: dict(function=abs, items=[-1, 2], workers=1, order=[1, 0], on_result=None),
+            dict(function=Func(), items=Seq(), workers=Size(), order=Seq(), on_result=Func()),
+        ),
         "experiment.run_grid": Row(
             "experiment.run_grid",
             lambda: dict(jobs=[], workers=1, keep=False, on_result=lambda i, r: None),
