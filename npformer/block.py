@@ -393,7 +393,7 @@ class AttentionLayerCache(NamedTuple):
     x: np.ndarray  # (B, T, d) the layer's input
     core: AttentionCache  # the attention core's cache: q, k (rotated with RoPE), v (B, h, T, d_h)
     merged: np.ndarray  # (B, T, d) the heads' outputs side by side (input of W_o)
-    rope: bool  # whether q and k were rotated (RoPE)
+    rope: np.ndarray | None  # (T,) the positions RoPE rotated q and k by, None without RoPE
 
     @property
     def weights(self) -> np.ndarray:
@@ -425,11 +425,14 @@ def _alibi_bias(num_heads: int, T: int, dtype: np.dtype) -> np.ndarray:
     return bias
 
 
-def _self_attention(x, W_qkv, b_qkv, W_o, b_o, num_heads, scale, mask, positions="learned"):
+def _self_attention(
+    x, W_qkv, b_qkv, W_o, b_o, num_heads, scale, mask, positions="learned", rope_scale=1.0
+):
     """Causal multi-head self-attention of the decoder, on x (B, T, d); no input checks.
 
     One fused product gives Q | K | V (B T, 3d), cut into heads by a reshape and a transpose
-    (views); RoPE rotates the queries and keys, ALiBi adds its bias; then the attention core of
+    (views); RoPE rotates the queries and keys (position m by the angle of m * rope_scale),
+    ALiBi adds its bias; then the attention core of
     ``npformer.attention`` (its causal fast path when ``mask`` is None, else ``mask``, True =
     may attend); the heads merged and projected by W_o. Returns (out (B, T, d), cache).
     """
@@ -438,9 +441,10 @@ def _self_attention(x, W_qkv, b_qkv, W_o, b_o, num_heads, scale, mask, positions
     qkv = x.reshape(B * T, d) @ W_qkv  # (B T, 3d): one BLAS call, not one per sequence
     qkv += b_qkv
     q, k, v = qkv.reshape(B, T, 3, num_heads, d_h).transpose(2, 0, 3, 1, 4)  # 3 x (B, h, T, d_h)
-    rope = positions == "rope"
-    if rope:  # rotate pair i of the query and key at position m by m w_i
-        q, k = apply_rope(q), apply_rope(k)
+    rope = None
+    if positions == "rope":  # rotate pair i of the query and key at position m by m w_i
+        rope = np.arange(T) * rope_scale if rope_scale != 1.0 else np.arange(T)  # (T,)
+        q, k = apply_rope(q, rope), apply_rope(k, rope)
     bias = _alibi_bias(num_heads, T, x.dtype) if positions == "alibi" else None
     factor = 1.0 / math.sqrt(d_h) if scale else 1.0
     causal = mask is None  # the default mask: the core's causal fast path
@@ -470,8 +474,8 @@ def _self_attention_backward(d_out, cache, W_qkv, W_o, grads, prefix):
     d_qkv = np.empty((B, T, 3, h, d_h), dtype=x.dtype)
     dq, dk, dv = d_qkv.transpose(2, 0, 3, 1, 4)  # 3 x (B, h, T, d_h) views
     _attention_backward(d_ctx, core, out=(dq, dk, dv))  # writes into d_qkv
-    if rope:  # the gradients arrived for the rotated q, k: rotate them back (R_m^T = R_-m)
-        back = -np.arange(T)
+    if rope is not None:  # the gradients arrived for the rotated q, k: rotate them back
+        back = -rope  # (T,) R_m^T = R_-m
         dq[...] = apply_rope(dq, back)
         dk[...] = apply_rope(dk, back)
     d_qkv = d_qkv.reshape(N, 3 * d)  # (N, 3d)
@@ -558,15 +562,16 @@ def _block_forward(x, params, config, layer, mask):
     ffn = {short: params[full] for short, full in ffn_names}
     attn_args = (params[a + "W_qkv"], params[a + "b_qkv"], params[a + "W_o"], params[a + "b_o"])
     eps, heads = config.ln_eps, (config.num_heads, config.scale)
+    positions = (config.positions, config.rope_scale)
     if config.ln == "pre":  # x + f(LN(x))
         h1, c_ln1 = _layer_norm(x, params[q + "ln1.gamma"], params[q + "ln1.beta"], eps)
-        x1, c_attn = _self_attention(h1, *attn_args, *heads, mask, config.positions)
+        x1, c_attn = _self_attention(h1, *attn_args, *heads, mask, *positions)
         x1 += x
         h2, c_ln2 = _layer_norm(x1, params[q + "ln2.gamma"], params[q + "ln2.beta"], eps)
         x2, c_ffn = _feed_forward(h2, ffn, config.activation)
         x2 += x1
     else:  # LN(x + f(x))
-        s1, c_attn = _self_attention(x, *attn_args, *heads, mask, config.positions)
+        s1, c_attn = _self_attention(x, *attn_args, *heads, mask, *positions)
         s1 += x
         x1, c_ln1 = _layer_norm(s1, params[q + "ln1.gamma"], params[q + "ln1.beta"], eps)
         s2, c_ffn = _feed_forward(x1, ffn, config.activation)

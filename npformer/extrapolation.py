@@ -21,8 +21,7 @@ gradient and keep their random initial values.
 
 from __future__ import annotations
 
-import contextlib
-from dataclasses import dataclass
+import dataclasses
 from typing import NamedTuple
 
 import numpy as np
@@ -30,7 +29,6 @@ import numpy as np
 from npformer.experiment import map_in_processes
 from npformer.model import POSITION_SCHEMES, DecoderConfig, forward, init_params, loss_and_grads
 from npformer.optim import Adam
-from npformer.positions import interpolate_positions
 from npformer.tasks import ALPHABET_SIZE
 from npformer.train import one_blas_thread
 from npformer.validation import flag, generator, int_at_least, sequence
@@ -57,7 +55,7 @@ def _positive(fn: str, name: str, value) -> int:
     return int(value)
 
 
-@dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True)
 class ExtrapolationConfig:
     """One run: a position scheme, a seed, the task's offset and length, the model, Adam."""
 
@@ -184,34 +182,6 @@ def train_k_back(config: ExtrapolationConfig) -> tuple[dict, np.ndarray]:
     return params, losses
 
 
-@contextlib.contextmanager
-def interpolated_rope(train_length: int, length: int):
-    """Within the context, the decoder's RoPE turns position m by m n / L instead of m.
-
-    Position interpolation (Chen et al. 2023) applied to a trained model without fine-tuning:
-    the rotation ``npformer.block`` applies to queries and keys is swapped for one that reads
-    positions 0 .. L-1 squeezed into [0, n). Forward passes only (the backward pass reads its
-    own positions). The original rotation is restored on exit.
-    """
-    train_length = int_at_least("interpolated_rope", "train_length", train_length)
-    length = int_at_least("interpolated_rope", "length", length)
-    import npformer.block as block
-
-    squeezed = interpolate_positions(np.arange(length), train_length, length)  # (L,)
-    original = block.apply_rope
-
-    def rope(X, positions=None, base=10000.0, pairing="adjacent"):
-        if positions is None and X.shape[-2] == length:
-            positions = squeezed
-        return original(X, positions, base, pairing)
-
-    block.apply_rope = rope
-    try:
-        yield
-    finally:
-        block.apply_rope = original
-
-
 def accuracy_by_position(
     params: dict,
     config: ExtrapolationConfig,
@@ -226,7 +196,7 @@ def accuracy_by_position(
     """Share of ``n`` held-out sequences of ``length`` whose argmax at t is token[t - k].
 
     The sequences come from their own generator (``seed``). ``interpolate`` runs a RoPE model
-    with positions m n / length (``interpolated_rope``). ``window`` lets each query attend
+    with positions m n / length (``DecoderConfig.rope_scale``). ``window`` lets each query attend
     only to its last ``window`` keys (itself included), so that no query-key distance exceeds
     window - 1. ``distances`` (a sequence of integers in [0, length)) lets each query attend
     only to the keys at those distances back (0 is itself); it cannot be combined with
@@ -268,9 +238,11 @@ def accuracy_by_position(
         mask = (j <= i) & allowed[np.clip(i - j, 0, length - 1)]  # (T, T)
         if not allowed[0]:
             raise ValueError(f"{fn}: distances must contain 0 (every query sees itself)")
-    squeeze = interpolated_rope(config.train_length, length) if interpolate else None
-    with one_blas_thread(), squeeze or contextlib.nullcontext():
-        logits = forward(params, config.model_config(), tokens, mask)[0]  # (n, T, vocab)
+    model = config.model_config()
+    if interpolate:  # RoPE turns position m by the angle of m n / length
+        model = dataclasses.replace(model, rope_scale=config.train_length / length)
+    with one_blas_thread():
+        logits = forward(params, model, tokens, mask)[0]  # (n, T, vocab)
     right = (logits.argmax(axis=-1) == targets).mean(axis=0)  # (T,)
     return np.where(np.arange(length) >= read, right, np.nan)
 

@@ -90,7 +90,8 @@ class DecoderConfig:
     table, no parameters; needs an even d_model), "rope" (queries and keys rotated in every
     layer; needs an even d_h), "alibi" (a per-head linear penalty on the scores) or "none" (an
     ablation). True and False are read as "learned" and "none". Only "learned" limits the
-    sequence length to ``max_len``.
+    sequence length to ``max_len``. ``rope_scale`` multiplies the positions RoPE turns by
+    (m -> m * rope_scale): position interpolation (Chen et al. 2023) sets it to n_train / n.
     """
 
     vocab_size: int
@@ -105,6 +106,7 @@ class DecoderConfig:
     positions: str = "learned"
     final_ln: bool = True
     ln_eps: float = 1e-5
+    rope_scale: float = 1.0
 
     def __post_init__(self):
         fn = "DecoderConfig"
@@ -120,6 +122,7 @@ class DecoderConfig:
                 f"{fn}: activation must be one of {ACTIVATIONS}, got {self.activation!r}"
             )
         positive_number(fn, "ln_eps", self.ln_eps)
+        positive_number(fn, "rope_scale", self.rope_scale)
         flag(fn, "scale", self.scale)
         flag(fn, "final_ln", self.final_ln)
         object.__setattr__(self, "positions", position_scheme(fn, self.positions))

@@ -108,21 +108,22 @@ def test_bad_inputs_are_refused():
         past_training_accuracy(result, 16)
 
 
-def test_interpolated_rope_squeezes_the_positions_and_restores_the_rotation():
-    import npformer.block as block
-    from npformer.extrapolation import interpolated_rope
-    from npformer.positions import apply_rope
+def test_interpolation_is_the_decoder_with_its_rope_positions_squeezed():
+    import dataclasses
 
-    X = np.random.default_rng(1).standard_normal((2, 3, 8, 4))  # (B, h, T, d_h)
-    with interpolated_rope(4, 8):
-        np.testing.assert_array_equal(block.apply_rope(X), apply_rope(X, np.arange(8) / 2))
-        np.testing.assert_array_equal(block.apply_rope(X, np.arange(8)), apply_rope(X))
-    assert block.apply_rope is apply_rope
+    from npformer.extrapolation import k_back_batch
+    from npformer.model import forward
+
     config = ExtrapolationConfig(positions="rope", steps=2, train_length=8, longest=16)
     result = run_one(config, keep=True)
     assert set(result.interpolated) == {16}
     same = accuracy_by_position(result.params, config, 8, interpolate=True)  # n / n = 1
     np.testing.assert_array_equal(same, result.accuracy[8])
+    tokens, _, _ = k_back_batch(np.random.default_rng(12345), 512, 16, config.offset)
+    squeezed = dataclasses.replace(config.model_config(), rope_scale=8 / 16)
+    right = forward(result.params, squeezed, tokens)[0].argmax(-1)[:, 2:] == tokens[:, :-2]
+    np.testing.assert_array_equal(result.interpolated[16][2:], right.mean(axis=0))
+    assert not np.array_equal(result.interpolated[16], result.accuracy[16])
     with pytest.raises(ValueError, match="interpolate=True needs positions='rope', got 'alibi'"):
         accuracy_by_position({}, ExtrapolationConfig(positions="alibi"), 16, interpolate=True)
     assert run_one(ExtrapolationConfig(positions="alibi", steps=1)).interpolated is None

@@ -1,5 +1,7 @@
 """The decoder-only model and Adam (chapter 06): gradients three ways, counts, bad inputs."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -438,11 +440,13 @@ SCHEMES = ("learned", "sinusoidal", "rope", "alibi", "none")
 
 
 @pytest.mark.parametrize(
-    "positions, ln", [(s, "pre") for s in SCHEMES] + [("rope", "post"), ("alibi", "post")]
+    "positions, ln, rope_scale",
+    [(s, "pre", 1.0) for s in SCHEMES]
+    + [("rope", "post", 1.0), ("alibi", "post", 1.0), ("rope", "pre", 0.375)],
 )
-def test_gradient_check_every_position_scheme(positions, ln):
+def test_gradient_check_every_position_scheme(positions, ln, rope_scale):
     rng = np.random.default_rng(31)
-    config = M.DecoderConfig(**TINY, ln=ln, positions=positions)
+    config = M.DecoderConfig(**TINY, ln=ln, positions=positions, rope_scale=rope_scale)
     grads = check_all_coordinates(config, perturbed_params(config, rng), *tiny_batch(rng))
     assert ("pos_emb" in grads) == (positions == "learned")
 
@@ -486,7 +490,8 @@ def reference_logits(params, config, tokens):
         qkv = n1 @ params[q + "attn.W_qkv"] + params[q + "attn.b_qkv"]
         Q, K, V = (split_heads(qkv[..., i * d : (i + 1) * d], h) for i in range(3))
         if config.positions == "rope":
-            Q, K = apply_rope(Q), apply_rope(K)
+            turned = np.arange(T) * config.rope_scale  # (T,) the positions RoPE turns by
+            Q, K = apply_rope(Q, turned), apply_rope(K, turned)
         bias = alibi_bias(h, T) if config.positions == "alibi" else None
         ctx = scaled_dot_product_attention(Q, K, V, causal_mask(T), bias=bias)[0]
         x = x + merge_heads(ctx) @ params[q + "attn.W_o"] + params[q + "attn.b_o"]
@@ -497,9 +502,9 @@ def reference_logits(params, config, tokens):
     return x @ params["W_out"] + params["b_out"]
 
 
-@pytest.mark.parametrize("positions", SCHEMES)
-def test_every_scheme_matches_a_composition_of_the_public_functions(positions):
-    config = M.DecoderConfig(**TINY, positions=positions)
+@pytest.mark.parametrize("positions, rope_scale", [(s, 1.0) for s in SCHEMES] + [("rope", 0.25)])
+def test_every_scheme_matches_a_composition_of_the_public_functions(positions, rope_scale):
+    config = M.DecoderConfig(**TINY, positions=positions, rope_scale=rope_scale)
     rng = np.random.default_rng(33)
     params = perturbed_params(config, rng)
     tokens = rng.integers(0, 7, size=(3, 6))
@@ -552,6 +557,29 @@ def test_position_scheme_config():
     with pytest.raises(ValueError, match=r"'rope' needs an even d_head.*d_head=3"):
         M.DecoderConfig(7, 6, 2, 1, 16, 6, positions="rope")
     M.DecoderConfig(7, 6, 2, 1, 16, 6, positions="alibi")  # odd widths are fine elsewhere
+    for bad in (0, -0.5, float("nan"), True, "1"):
+        with pytest.raises(ValueError, match="rope_scale must be a positive finite number"):
+            M.DecoderConfig(**TINY, positions="rope", rope_scale=bad)
+
+
+def test_rope_scale_squeezes_the_positions_rope_turns_by():
+    """rope_scale = 1/2 on a sequence of 8 is RoPE on positions 0, 0.5, ..., 3.5: the rotation
+    a model trained on 4 positions saw at half the step (position interpolation)."""
+    rng = np.random.default_rng(35)
+    config = M.DecoderConfig(**{**TINY, "max_len": 8}, positions="rope")
+    params = perturbed_params(config, rng)
+    tokens = rng.integers(0, 7, size=(2, 8))
+    base = M.forward(params, config, tokens)[0]
+    squeezed = M.forward(params, dataclasses.replace(config, rope_scale=0.5), tokens)[0]
+    assert not np.allclose(base, squeezed)  # the scale reaches the rotation
+    np.testing.assert_allclose(  # ... and only it: the first position is never turned
+        base[:, 0], squeezed[:, 0], atol=1e-12
+    )
+    np.testing.assert_allclose(
+        squeezed,
+        reference_logits(params, dataclasses.replace(config, rope_scale=0.5), tokens),
+        atol=1e-12,
+    )
 
 
 def test_rope_scores_depend_on_relative_position_only():

@@ -636,6 +636,7 @@ API = {
             positions=Choice(),
             final_ln=Flag(),
             ln_eps=Real(),
+            rope_scale=Real(),
         ),
         extra=[("d_model not a multiple of num_heads", dict(num_heads=3), "num_heads")],
     ),
@@ -1673,12 +1674,6 @@ PENDING = {
         ),
         "extrapolation.train_k_back": Row(
             "extrapolation.train_k_back", lambda: dict(config=_xconfig()), dict(config=Config())
-        ),
-        "extrapolation.interpolated_rope": Row(
-            "extrapolation.interpolated_rope",
-            lambda: dict(train_length=4, length=8),
-            dict(train_length=Size(), length=Size()),
-            enter=True,  # a context manager: its checks run when it is entered
         ),
         "extrapolation.accuracy_by_position": Row(
             "extrapolation.accuracy_by_position",
