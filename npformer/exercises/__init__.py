@@ -46,6 +46,19 @@ class Report(NamedTuple):
         return self.attempted and self.passed == self.total
 
 
+class QuietReport(Report):
+    """A :class:`Report` that a notebook does not display a second time.
+
+    The checker has already printed its one line; without this, a cell ending in the call
+    would also show the report's repr (a trailing semicolon does not always suppress it).
+    """
+
+    __slots__ = ()
+
+    def _ipython_display_(self):
+        pass
+
+
 def fmt(x, digits: int = 4) -> str:
     """Format a number or an array with ``digits`` significant digits, machine-independently."""
     digits = int_at_least("fmt", "digits", digits, 0)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from npformer.exercises import Check, Report, compare, fmt, run_checks
+from npformer.exercises import Check, QuietReport, Report, compare, fmt, run_checks
 
 
 def reference(generated, expected):
@@ -89,19 +89,6 @@ CHECKS = [
     ),
     Check("the identity with the wrong tokens per failed answer", _identity),
 ]
-
-
-class QuietReport(Report):
-    """The checker's :class:`Report`, which a notebook does not display a second time.
-
-    The checker has already printed its one line; without this, a cell ending in the call
-    would also show the report's repr (a trailing semicolon does not always suppress it).
-    """
-
-    __slots__ = ()
-
-    def _ipython_display_(self):
-        pass
 
 
 def check_accuracies(fn, *, show: bool = True) -> Report:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from npformer.direction_ablation import remove_directions
-from npformer.exercises import Check, Report, compare, run_checks
+from npformer.exercises import Check, QuietReport, Report, compare, run_checks
 
 
 def _matches(x, directions, center):
@@ -59,19 +59,6 @@ CHECKS = [
     ),
     Check("removing twice is removing once", _idempotent),
 ]
-
-
-class QuietReport(Report):
-    """The checker's :class:`Report`, which a notebook does not display a second time.
-
-    The checker has already printed its one line; without this, a cell ending in the call
-    would also show the report's repr (a trailing semicolon does not always suppress it).
-    """
-
-    __slots__ = ()
-
-    def _ipython_display_(self):
-        pass
 
 
 def check_remove_directions(fn, *, show: bool = True) -> Report:
