@@ -2283,6 +2283,7 @@ RECORDS = {
     "verify.Reference": "the package's own table of numbers (REFERENCES)",
     "verify.Verdict": "returned by verify",
     "exercises.Report": "returned by run_checks",
+    "exercises.QuietReport": "returned by the checkers of chapters 10 and 11",
     "exercises.Check": "one check of a checker module, written by the package",
     "optim.Packed": "returned by pack (checked there)",
     "toy_tasks.LookbackTask": "built by make_task, which checks it; every function re-checks it",
