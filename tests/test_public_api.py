@@ -2318,8 +2318,6 @@ RECORDS = {
     "experiment.Job": "a (name, TrainConfig) pair: TrainConfig checks itself, run_grid the type",
     "experiment.RunResult": "returned by run_job",
     "exercises.ch10.reference": "an exercise's reference solution",
-    "exercises.ch10.QuietReport": "returned by check_accuracies",
-    "exercises.ch11.QuietReport": "returned by check_remove_directions",
     "interventions.InterventionResult": "returned by forward_with_interventions",
     "interventions.AdversarialResult": "returned by adversarial_weights",
     "circuits.QKTerms": "returned by qk_terms",
