@@ -9,23 +9,17 @@ prints that page to PDF. No network is used: Chromium's background services are 
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+from headless_chromium import CHROMIUM, OFFLINE_FLAGS
+
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT = ROOT / "_build" / "pdf" / "attention-derived.pdf"
 CHROMIUM_FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
+    *OFFLINE_FLAGS,
     "--no-pdf-header-footer",
     # time for MathJax to typeset the whole book before printing
     "--virtual-time-budget=60000",
@@ -33,10 +27,9 @@ CHROMIUM_FLAGS = [
 
 
 def chromium() -> str:
-    found = shutil.which("chromium") or shutil.which("chromium-browser")
-    if found is None:
+    if CHROMIUM is None:
         raise SystemExit("build_pdf: headless Chromium not found: apt-get install -y chromium")
-    return found
+    return CHROMIUM
 
 
 def build(out: Path) -> Path:

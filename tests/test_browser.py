@@ -12,7 +12,6 @@ import functools
 import html
 import http.server
 import re
-import shutil
 import subprocess
 import sys
 import threading
@@ -21,21 +20,10 @@ from urllib.parse import urlparse
 
 import pytest
 
+from scripts.headless_chromium import CHROMIUM, OFFLINE_FLAGS
 from tests.notebooks import CHAPTERS, ROOT
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--virtual-time-budget=10000",
-    "--dump-dom",
-]
+FLAGS = [*OFFLINE_FLAGS, "--virtual-time-budget=10000", "--dump-dom"]
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None,
     reason="headless Chromium not found: install it with `apt-get install -y chromium` "

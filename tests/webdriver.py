@@ -12,19 +12,10 @@ import shutil
 
 import pytest
 
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+from scripts.headless_chromium import CHROMIUM, OFFLINE_FLAGS
+
 CHROMEDRIVER = shutil.which("chromedriver")
-FLAGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1280,900",
-]
+FLAGS = [*OFFLINE_FLAGS, "--window-size=1280,900"]
 needs_browser = pytest.mark.skipif(
     CHROMIUM is None or CHROMEDRIVER is None,
     reason="browser tests need Debian's chromium and chromium-driver: "
