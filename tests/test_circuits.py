@@ -6,19 +6,7 @@ import pytest
 
 from npformer import circuits as Ci
 from npformer import interventions as I
-from npformer import model as M
-
-TINY = dict(vocab_size=7, d_model=8, num_heads=2, num_layers=2, d_ff=16, max_len=6)
-
-
-def tiny_model(seed=0, **changes):
-    config = M.DecoderConfig(**{**TINY, **changes})
-    rng = np.random.default_rng(seed)
-    params = M.init_params(config, rng)
-    for p in params.values():
-        if p.ndim == 1:
-            p += 0.3 * rng.normal(size=p.shape)
-    return config, params
+from tests.tiny_decoder import tiny_model
 
 
 @pytest.mark.parametrize("head", [0, 1])

@@ -12,19 +12,7 @@ from npformer import model as M
 from npformer.attention import masked_softmax
 from npformer.masks import causal_mask
 from npformer.train import generate, model_logits
-
-TINY = dict(vocab_size=7, d_model=8, num_heads=2, num_layers=2, d_ff=16, max_len=6)
-
-
-def tiny_model(seed=0, **changes):
-    """A small random model with non-trivial biases and layer-norm parameters."""
-    config = M.DecoderConfig(**{**TINY, **changes})
-    rng = np.random.default_rng(seed)
-    params = M.init_params(config, rng)
-    for p in params.values():
-        if p.ndim == 1:
-            p += 0.3 * rng.normal(size=p.shape)
-    return config, params
+from tests.tiny_decoder import tiny_model
 
 
 def tokens_for(config, B=3, T=5, seed=1):

@@ -13,8 +13,7 @@ from npformer.gradcheck import (
     select_coordinates,
 )
 from npformer.optim import Adam, flat_buffer, pack
-
-TINY = dict(vocab_size=7, d_model=8, num_heads=2, num_layers=2, d_ff=16, max_len=6)
+from tests.tiny_decoder import TINY
 
 
 def tiny_batch(rng, B=2, T=5, vocab=7, repeated=False):
