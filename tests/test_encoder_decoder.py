@@ -54,6 +54,16 @@ def random_batch(config, seed, B=3, S=7, T=5):
 # ---------------------------------------------------------------------------------------------
 
 
+def torch_sinusoids(torch, n, d):
+    """The (n, d) sinusoidal table of Vaswani et al., written again in torch (float64)."""
+    pos = torch.arange(n, dtype=torch.float64)[:, None]
+    omega = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
+    pe = torch.zeros(n, d, dtype=torch.float64)
+    pe[:, 0::2] = torch.sin(pos * omega)
+    pe[:, 1::2] = torch.cos(pos * omega)
+    return pe
+
+
 def torch_reference(config, params, fast_path_encoder=False):
     """A torch twin: nn.Embedding + sinusoids + nn.Transformer + tied projection."""
     torch = pytest.importorskip("torch")
@@ -120,12 +130,7 @@ def torch_reference(config, params, fast_path_encoder=False):
     d = config.d_model
 
     def positions(n):
-        pos = torch.arange(n, dtype=torch.float64)[:, None]
-        omega = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-        pe = torch.zeros(n, d, dtype=torch.float64)
-        pe[:, 0::2] = torch.sin(pos * omega)
-        pe[:, 1::2] = torch.cos(pos * omega)
-        return pe
+        return torch_sinusoids(torch, n, d)
 
     def forward(src, tgt, lengths):
         src, tgt, lengths = torch.from_numpy(src), torch.from_numpy(tgt), torch.from_numpy(lengths)
@@ -613,12 +618,7 @@ def test_backward_equals_torch_autograd():
     d = config.d_model
 
     def positions(n):
-        pos = torch.arange(n, dtype=torch.float64)[:, None]
-        omega = 10000.0 ** (-torch.arange(0, d, 2, dtype=torch.float64) / d)
-        pe = torch.zeros(n, d, dtype=torch.float64)
-        pe[:, 0::2] = torch.sin(pos * omega)
-        pe[:, 1::2] = torch.cos(pos * omega)
-        return pe
+        return torch_sinusoids(torch, n, d)
 
     x = emb(t(src)) * math.sqrt(d) + positions(src.shape[1])
     y = emb(t(tgt_in)) * math.sqrt(d) + positions(tgt_in.shape[1])
