@@ -426,7 +426,17 @@ def _alibi_bias(num_heads: int, T: int, dtype: np.dtype) -> np.ndarray:
 
 
 def _self_attention(
-    x, W_qkv, b_qkv, W_o, b_o, num_heads, scale, mask, positions="learned", rope_scale=1.0
+    x,
+    W_qkv,
+    b_qkv,
+    W_o,
+    b_o,
+    num_heads,
+    scale,
+    mask,
+    positions="learned",
+    rope_scale=1.0,
+    head_edit=None,
 ):
     """Causal multi-head self-attention of the decoder, on x (B, T, d); no input checks.
 
@@ -435,6 +445,11 @@ def _self_attention(
     ALiBi adds its bias; then the attention core of
     ``npformer.attention`` (its causal fast path when ``mask`` is None, else ``mask``, True =
     may attend); the heads merged and projected by W_o. Returns (out (B, T, d), cache).
+
+    ``head_edit(weights (B, h, T, S), v (B, h, T, d_h), heads (B, h, T, d_h))``, when given,
+    returns the heads' outputs to merge instead of ``heads`` = weights @ v: the hook through
+    which ``npformer.interventions`` ablates, replaces and patches heads (forward only: the
+    cache keeps the heads' own weights, so the backward pass would ignore the edit).
     """
     B, T, d = x.shape
     d_h = d // num_heads
@@ -449,6 +464,8 @@ def _self_attention(
     factor = 1.0 / math.sqrt(d_h) if scale else 1.0
     causal = mask is None  # the default mask: the core's causal fast path
     ctx, core = _attention(q, k, v, factor, mask, bias, causal)  # (B, h, T, d_h)
+    if head_edit is not None:
+        ctx = head_edit(core.weights, v, ctx)  # (B, h, T, d_h)
     merged = ctx.transpose(0, 2, 1, 3).reshape(B, T, d)  # (B, T, d) copy
     out = merged.reshape(B * T, d) @ W_o  # (B T, d)
     out += b_o
@@ -552,17 +569,17 @@ def _names(config, layer: int) -> tuple:
     return q, q + "attn.", tuple((n, q + "ffn." + n) for n in ffn)
 
 
-def _block_forward(x, params, config, layer, mask):
+def _block_forward(x, params, config, layer, mask, head_edit=None):
     """Block ``layer`` of the decoder on x (B, T, d): pre-LN x + f(LN(x)) or post-LN LN(x + f(x)),
     for f the self-attention then the FFN. ``params`` holds the decoder's flat names
-    ("block0.attn.W_qkv", ...), ``config`` is its DecoderConfig. Returns (x2 (B, T, d), cache);
-    x2 is a new array.
+    ("block0.attn.W_qkv", ...), ``config`` is its DecoderConfig; ``head_edit`` as in
+    ``_self_attention``. Returns (x2 (B, T, d), cache); x2 is a new array.
     """
     q, a, ffn_names = _names(config, layer)
     ffn = {short: params[full] for short, full in ffn_names}
     attn_args = (params[a + "W_qkv"], params[a + "b_qkv"], params[a + "W_o"], params[a + "b_o"])
     eps, heads = config.ln_eps, (config.num_heads, config.scale)
-    positions = (config.positions, config.rope_scale)
+    positions = (config.positions, config.rope_scale, head_edit)
     if config.ln == "pre":  # x + f(LN(x))
         h1, c_ln1 = _layer_norm(x, params[q + "ln1.gamma"], params[q + "ln1.beta"], eps)
         x1, c_attn = _self_attention(h1, *attn_args, *heads, mask, *positions)

@@ -13,21 +13,16 @@ so that only the variation along Q is removed, not the average offset),
 
 after which every removed direction reads the same value c Q^T for every token.
 
-:func:`forward_removing` recomputes the decoder's forward pass of ``npformer.model.forward``
-from the package's public pieces (``layer_norm``, ``feed_forward``, the attention core
-``scaled_dot_product_attention``) with the projection applied after one block; without
-directions it equals ``npformer.model.forward`` (tested).
+:func:`forward_removing` runs the decoder's own forward pass (``npformer.model.forward``) with
+the projection applied to the residual stream after one block; without directions it is
+``npformer.model.forward``, bit for bit (tested).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from npformer.attention import scaled_dot_product_attention
-from npformer.block import feed_forward, layer_norm
-from npformer.masks import causal_mask
-from npformer.model import DecoderConfig, check_tokens, parameter_shapes
-from npformer.multi_head import merge_heads, split_heads
+from npformer.model import DecoderConfig, _forward, check_tokens, parameter_shapes
 from npformer.train import generate
 from npformer.validation import bool_mask, float_array, generator, int_at_least
 
@@ -103,15 +98,6 @@ def _check(fn, params, config, after_block, directions, center):
     return D, c
 
 
-def _attention(y, params, config, a, visible):
-    """Causal multi-head self-attention of one layer through the attention core."""
-    d, h = config.d_model, config.num_heads
-    qkv = y @ params[a + "W_qkv"] + params[a + "b_qkv"]  # (B, T, 3d) columns [Q | K | V]
-    Q, K, V = (split_heads(qkv[..., i * d : (i + 1) * d], h) for i in range(3))  # (B, h, T, d_h)
-    ctx, _ = scaled_dot_product_attention(Q, K, V, visible, scale=config.scale)  # (B, h, T, d_h)
-    return merge_heads(ctx) @ params[a + "W_o"] + params[a + "b_o"]  # (B, T, d)
-
-
 def forward_removing(
     params: dict,
     config: DecoderConfig,
@@ -132,34 +118,19 @@ def forward_removing(
     D, c = _check(fn, params, config, after_block, directions, center)
     tokens = check_tokens(fn, "tokens", tokens, config)
     B, T = tokens.shape
-    h = config.num_heads
-    mask = causal_mask(T) if attn_mask is None else attn_mask  # True = may attend
-    visible = bool_mask(fn, mask, (B, h, T, T), "scores of shape", "attn_mask")
-    x = params["tok_emb"][tokens]  # (B, T, d)
-    if config.positions:
-        x = x + params["pos_emb"][:T]
-    for layer in range(config.num_layers):
-        q = f"block{layer}."
-        a = q + "attn."
-        ffn = {
-            n.rsplit(".", 1)[-1]: params[n]
-            for n in parameter_shapes(config)
-            if n.startswith(q + "ffn.")
-        }
-        ln1 = (params[q + "ln1.gamma"], params[q + "ln1.beta"], config.ln_eps)
-        ln2 = (params[q + "ln2.gamma"], params[q + "ln2.beta"], config.ln_eps)
+    if attn_mask is not None:
+        attn_mask = bool_mask(
+            fn, attn_mask, (B, config.num_heads, T, T), "scores of shape", "attn_mask"
+        )
 
-        if config.ln == "pre":  # x + f(LN(x))
-            x = x + _attention(layer_norm(x, *ln1)[0], params, config, a, visible)
-            x = x + feed_forward(layer_norm(x, *ln2)[0], ffn, config.activation)[0]
-        else:  # LN(x + f(x))
-            x = layer_norm(x + _attention(x, params, config, a, visible), *ln1)[0]
-            x = layer_norm(x + feed_forward(x, ffn, config.activation)[0], *ln2)[0]
+    def remove_after_one_block(layer, x):  # x (B, T, d), the stream after block ``layer``
         if layer == after_block and D is not None:
-            x = remove_directions(x, D, c)
-    if config.final_ln:
-        x = layer_norm(x, params["ln_f.gamma"], params["ln_f.beta"], config.ln_eps)[0]
-    return x @ params["W_out"] + params["b_out"]  # (B, T, vocab_size)
+            return remove_directions(x, D, c)
+        return x
+
+    # the decoder's own forward pass, with the stream edited between two blocks
+    logits, _ = _forward(params, config, tokens, attn_mask, residual_edit=remove_after_one_block)
+    return logits  # (B, T, vocab_size)
 
 
 def generate_removing(

@@ -3,10 +3,10 @@
 Taught in chapter 12 (``chapters/12_attention_maps.ipynb``), which uses them to test whether
 the attention maps of the trained copy model explain its outputs.
 
-:func:`forward_with_interventions` recomputes the forward pass of ``npformer.model.forward``
-from the package's public pieces (``layer_norm``, ``feed_forward``, ``split_heads``,
-``merge_heads``, ``masked_softmax``, ``causal_mask``), written to be read rather than to be
-fast, and accepts three kinds of intervention:
+:func:`forward_with_interventions` runs the decoder's own forward pass
+(``npformer.model.forward``: its blocks, its attention core, every position scheme) with a hook
+inside each block's attention, between the heads' weighted sums and the output projection W_o,
+and accepts these interventions:
 
 - ablate a head: its output (its weighted sum of values, before W_o) is set to zero;
 - replace a head's attention weights: by a given (B, T, S) distribution, or by a rule applied
@@ -16,11 +16,12 @@ fast, and accepts three kinds of intervention:
   other prompts) and activation patching (its output on a prompt that differs in one symbol);
 - edit input tokens before the embedding (``token_edits``).
 
-With no intervention its logits equal ``npformer.model.forward``'s (checked in
-``tests/test_interventions.py`` and in the chapter). Around it: the distances that measure an
-intervention (:func:`total_variation`, :func:`js_divergence`), greedy generation under an
-intervention, and :func:`adversarial_weights`, the search for attention weights far from a
-head's own that leave every prediction unchanged.
+With no intervention its logits are ``npformer.model.forward``'s, bit for bit (checked in
+``tests/test_interventions.py``; the chapter checks a readable re-implementation against both).
+Around it: the distances that measure an intervention (:func:`total_variation`,
+:func:`js_divergence`), greedy generation under an intervention, and
+:func:`adversarial_weights`, the search for attention weights far from a head's own that leave
+every prediction unchanged.
 """
 
 from __future__ import annotations
@@ -32,10 +33,8 @@ from typing import NamedTuple
 import numpy as np
 
 from npformer.attention import masked_softmax, softmax
-from npformer.block import feed_forward, layer_norm
 from npformer.masks import causal_mask
-from npformer.model import DecoderConfig, check_tokens, parameter_shapes
-from npformer.multi_head import merge_heads, split_heads
+from npformer.model import DecoderConfig, _forward, check_tokens, parameter_shapes
 from npformer.train import generate
 from npformer.validation import bool_mask, float_array, int_at_least, positive_number
 
@@ -63,11 +62,6 @@ def _check_params(fn: str, params: Mapping, config: DecoderConfig) -> np.dtype:
         raise ValueError(f"{fn}: config must be a DecoderConfig, got {type(config).__name__}")
     if not isinstance(params, Mapping):
         raise ValueError(f"{fn}: params must be a dict name -> array, got {type(params).__name__}")
-    if config.positions not in ("learned", "none"):
-        # the heads are re-run here one by one; RoPE and ALiBi live inside the block's layer
-        raise ValueError(
-            f"{fn}: interventions support positions 'learned' or 'none', got {config.positions!r}"
-        )
     shapes = parameter_shapes(config)
     missing = sorted(set(shapes) - set(params))
     if missing:
@@ -247,36 +241,34 @@ def permuted_weights(rng: np.random.Generator) -> Callable[[np.ndarray, np.ndarr
 # ----------------------------------------------------------------------------- the forward pass
 
 
-def _attention_layer(x, params, config, layer, visible, ablated, replaced, patched):
-    """One causal multi-head self-attention layer with its interventions.
+class _HeadEdit:
+    """The ``head_edit`` hook of ``npformer.model._forward``: applies the interventions of each
+    layer to the heads' outputs and records every head's weights and outputs."""
 
-    Returns (out (B, T, d), applied weights (B, h, T, T), own weights (B, h, T, T),
-    head outputs (B, h, T, d_h)).
-    """
-    fn = "forward_with_interventions"
-    a, d, h = f"block{layer}.attn.", config.d_model, config.num_heads
-    qkv = x @ params[a + "W_qkv"] + params[a + "b_qkv"]  # (B, T, 3d) columns [Q | K | V]
-    Q = split_heads(qkv[..., :d], h)  # (B, h, T, d_h)
-    K = split_heads(qkv[..., d : 2 * d], h)  # (B, h, T, d_h)
-    V = split_heads(qkv[..., 2 * d :], h)  # (B, h, T, d_h)
-    scores = Q @ K.swapaxes(-1, -2)  # (B, h, T, T)
-    if config.scale:
-        scores = scores / math.sqrt(d // h)
-    own = masked_softmax(scores, visible)  # (B, h, T, T)
-    weights = own.copy()
-    for (lay, head), value in replaced.items():
-        if lay == layer:
-            new = value(own[:, head], visible[:, head]) if callable(value) else value
-            weights[:, head] = check_attention_weights(fn, new, visible[:, head], x.dtype)
-    context = weights @ V  # (B, h, T, d_h) each head's weighted sum of values
-    for lay, head in ablated:
-        if lay == layer:
-            context[:, head] = 0.0  # the head's output is gone; W_o and b_o stay
-    for (lay, head), values in patched.items():
-        if lay == layer:
-            context[:, head] = values  # the head writes given values instead of its own
-    out = merge_heads(context) @ params[a + "W_o"] + params[a + "b_o"]  # (B, T, d)
-    return out, weights, own, context
+    def __init__(self, fn, visible, ablated, replaced, patched):
+        self.fn, self.visible = fn, visible  # visible (B, h, T, T): True = may attend
+        self.ablated, self.replaced, self.patched = ablated, replaced, patched
+        self.applied, self.own, self.outputs = [], [], []
+
+    def __call__(self, layer, own, V, heads):
+        # own (B, h, T, T) the weights the core computed; V and heads (B, h, T, d_h)
+        applied = own.copy()
+        for (lay, head), value in self.replaced.items():
+            if lay == layer:
+                visible = self.visible[:, head]  # (B, T, T)
+                new = value(own[:, head].copy(), visible) if callable(value) else value
+                applied[:, head] = check_attention_weights(self.fn, new, visible, own.dtype)
+                heads[:, head] = applied[:, head] @ V[:, head]  # the head averages with A'
+        for lay, head in self.ablated:
+            if lay == layer:
+                heads[:, head] = 0.0  # the head's output is gone; W_o and b_o stay
+        for (lay, head), values in self.patched.items():
+            if lay == layer:
+                heads[:, head] = values  # the head writes given values instead of its own
+        self.applied.append(applied)
+        self.own.append(own)
+        self.outputs.append(heads)
+        return heads
 
 
 def forward_with_interventions(
@@ -323,38 +315,14 @@ def forward_with_interventions(
     clash = sorted((ablated | set(replaced)) & set(patched))
     if clash:
         raise ValueError(f"{fn}: heads {clash} are patched and also ablated or replaced")
-    mask = causal_mask(T) if attn_mask is None else attn_mask  # True = may attend
-    visible = bool_mask(fn, mask, (B, h, T, T), "scores of shape", "attn_mask")
+    if attn_mask is not None:
+        attn_mask = bool_mask(fn, attn_mask, (B, h, T, T), "scores of shape", "attn_mask")
+    visible = causal_mask(T) if attn_mask is None else attn_mask  # True = may attend
     visible = np.broadcast_to(visible, (B, h, T, T))
-
-    x = params["tok_emb"][tokens]  # (B, T, d)
-    if config.positions == "learned":
-        x = x + params["pos_emb"][:T]  # (B, T, d)
-    applied, own, outputs = [], [], []
-    for layer in range(config.num_layers):
-        q = f"block{layer}."
-        ffn = {
-            name.rsplit(".", 1)[-1]: params[name]
-            for name in parameter_shapes(config)
-            if name.startswith(q + "ffn.")
-        }
-        ln1 = (params[q + "ln1.gamma"], params[q + "ln1.beta"], config.ln_eps)
-        ln2 = (params[q + "ln2.gamma"], params[q + "ln2.beta"], config.ln_eps)
-        args = (params, config, layer, visible, ablated, replaced, patched)
-        if config.ln == "pre":  # x + f(LN(x))
-            attn, w, a, o = _attention_layer(layer_norm(x, *ln1)[0], *args)
-            x = x + attn
-            x = x + feed_forward(layer_norm(x, *ln2)[0], ffn, config.activation)[0]
-        else:  # LN(x + f(x))
-            attn, w, a, o = _attention_layer(x, *args)
-            x = layer_norm(x + attn, *ln1)[0]
-            x = layer_norm(x + feed_forward(x, ffn, config.activation)[0], *ln2)[0]
-        applied.append(w)
-        own.append(a)
-        outputs.append(o)
-    if config.final_ln:
-        x = layer_norm(x, params["ln_f.gamma"], params["ln_f.beta"], config.ln_eps)[0]
-    logits = x @ params["W_out"] + params["b_out"]  # (B, T, vocab_size)
+    # the decoder's own forward pass, with the heads edited inside each block's attention
+    edit = _HeadEdit(fn, visible, ablated, replaced, patched)
+    logits, _ = _forward(params, config, tokens, attn_mask, head_edit=edit)
+    applied, own, outputs = edit.applied, edit.own, edit.outputs
     return InterventionResult(logits, applied, own, outputs)
 
 

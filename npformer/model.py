@@ -302,7 +302,19 @@ def forward(params: dict, config: DecoderConfig, tokens, attn_mask=None):
         attn_mask = bool_mask(
             fn, attn_mask, (B, config.num_heads, T, T), "scores of shape", "attn_mask"
         )
-    x, blocks = _forward_blocks(params, config, tokens, attn_mask)  # (B, T, d)
+    return _forward(params, config, tokens, attn_mask)
+
+
+def _forward(params, config, tokens, attn_mask, head_edit=None, residual_edit=None):
+    """``forward`` without input checks, with two hooks for the interventions of chapters 11-12.
+
+    ``head_edit(layer, weights, v, heads)`` is called in every block's attention (see
+    ``npformer.block._self_attention``) and returns the heads' outputs to use;
+    ``residual_edit(layer, x)`` is called on the residual stream after every block and returns
+    the stream to go on with. Both are for forward passes only: the cache does not see them.
+    """
+    B, T = tokens.shape
+    x, blocks = _forward_blocks(params, config, tokens, attn_mask, head_edit, residual_edit)
     c_f = None
     if config.final_ln:
         x, c_f = _layer_norm(x, params["ln_f.gamma"], params["ln_f.beta"], config.ln_eps)
@@ -322,8 +334,8 @@ def _embed(params, config, tokens):
     return x
 
 
-def _forward_blocks(params, config, tokens, attn_mask):
-    """Embeddings and blocks, without the final layer norm and output layer.
+def _forward_blocks(params, config, tokens, attn_mask, head_edit=None, residual_edit=None):
+    """Embeddings and blocks, without the final layer norm and output layer (hooks: ``_forward``).
 
     Returns (x_L (B, T, d), [BlockCache of each block]); every intermediate x_l is a new array
     (no block writes into its input), so callers may keep them.
@@ -331,7 +343,10 @@ def _forward_blocks(params, config, tokens, attn_mask):
     x = _embed(params, config, tokens)  # (B, T, d)
     blocks = []
     for layer in range(config.num_layers):
-        x, c = _block_forward(x, params, config, layer, attn_mask)
+        edit = None if head_edit is None else functools.partial(head_edit, layer)
+        x, c = _block_forward(x, params, config, layer, attn_mask, edit)
+        if residual_edit is not None:
+            x = residual_edit(layer, x)
         blocks.append(c)
     return x, blocks
 

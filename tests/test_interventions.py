@@ -33,6 +33,9 @@ def tokens_for(config, B=3, T=5, seed=1):
         {"activation": "gelu"},
         {"activation": "swiglu"},
         {"num_heads": 4, "num_layers": 3},
+        {"positions": "sinusoidal"},
+        {"positions": "rope"},
+        {"positions": "alibi"},
     ],
 )
 def test_no_intervention_equals_model_forward(changes):
@@ -41,9 +44,9 @@ def test_no_intervention_equals_model_forward(changes):
     ref, cache = M.forward(params, config, tokens)
     out = I.forward_with_interventions(params, config, tokens)
     assert out.logits.dtype == np.float64
-    assert np.abs(out.logits - ref).max() < 1e-10
+    np.testing.assert_array_equal(out.logits, ref)  # the same code path, bit for bit
     for layer, block in enumerate(cache.blocks):
-        assert np.abs(out.own_weights[layer] - block.attn.weights).max() < 1e-12
+        np.testing.assert_array_equal(out.own_weights[layer], block.attn.weights)
         np.testing.assert_array_equal(out.weights[layer], out.own_weights[layer])
 
 
@@ -90,8 +93,9 @@ def test_weights_are_causal_distributions():
 # ----------------------------------------------------------------------------- interventions
 
 
-def test_ablation_equals_zeroing_the_heads_rows_of_W_o():
-    config, params = tiny_model(num_heads=2)
+@pytest.mark.parametrize("positions", ["learned", "sinusoidal", "rope", "alibi"])
+def test_ablation_equals_zeroing_the_heads_rows_of_W_o(positions):
+    config, params = tiny_model(num_heads=2, positions=positions)
     tokens = tokens_for(config)
     d_h = config.d_head
     for layer, head in [(0, 0), (1, 1)]:
@@ -465,13 +469,16 @@ def test_adversarial_search_with_a_tv_bound_keeps_the_output_within_it():
             I.adversarial_weights(params, config, tokens, 0, 0, rows, max_tv=bad)
 
 
-@pytest.mark.parametrize("scheme", ["sinusoidal", "rope", "alibi"])
-def test_other_position_schemes_are_refused(scheme):
-    from npformer.model import DecoderConfig, init_params
-
-    config = DecoderConfig(
-        vocab_size=5, d_model=8, num_heads=2, num_layers=1, d_ff=8, max_len=4, positions=scheme
-    )
-    params = init_params(config, np.random.default_rng(0))
-    with pytest.raises(ValueError, match="interventions support positions"):
-        I.forward_with_interventions(params, config, np.zeros((1, 3), dtype=int))
+@pytest.mark.parametrize("positions", ["sinusoidal", "rope", "alibi"])
+def test_replacement_works_under_every_position_scheme(positions):
+    # the weights a RoPE or ALiBi head computes already carry the positions; a replacement A'
+    # takes their place and the head outputs A' V (V is never rotated)
+    config, params = tiny_model(positions=positions)
+    tokens = tokens_for(config)
+    clean = I.forward_with_interventions(params, config, tokens)
+    out = I.forward_with_interventions(params, config, tokens, replace={(0, 1): I.uniform_weights})
+    _, cache = M.forward(params, config, tokens)
+    V = cache.blocks[0].attn.v[:, 1]  # (B, T, d_h)
+    np.testing.assert_allclose(out.outputs[0][:, 1], out.weights[0][:, 1] @ V, atol=1e-12)
+    np.testing.assert_array_equal(out.weights[0][:, 0], clean.weights[0][:, 0])
+    assert np.abs(out.logits - clean.logits).max() > 1e-3
