@@ -448,8 +448,9 @@ def _self_attention(
 
     ``head_edit(weights (B, h, T, S), v (B, h, T, d_h), heads (B, h, T, d_h))``, when given,
     returns the heads' outputs to merge instead of ``heads`` = weights @ v: the hook through
-    which ``npformer.interventions`` ablates, replaces and patches heads (forward only: the
-    cache keeps the heads' own weights, so the backward pass would ignore the edit).
+    which ``npformer.interventions`` ablates, replaces and patches heads. Forward only: under
+    an edit the cache holds the heads' own weights but the edited outputs, a mixture no
+    backward pass may use.
     """
     B, T, d = x.shape
     d_h = d // num_heads
@@ -579,16 +580,16 @@ def _block_forward(x, params, config, layer, mask, head_edit=None):
     ffn = {short: params[full] for short, full in ffn_names}
     attn_args = (params[a + "W_qkv"], params[a + "b_qkv"], params[a + "W_o"], params[a + "b_o"])
     eps, heads = config.ln_eps, (config.num_heads, config.scale)
-    positions = (config.positions, config.rope_scale, head_edit)
+    positions = (config.positions, config.rope_scale)
     if config.ln == "pre":  # x + f(LN(x))
         h1, c_ln1 = _layer_norm(x, params[q + "ln1.gamma"], params[q + "ln1.beta"], eps)
-        x1, c_attn = _self_attention(h1, *attn_args, *heads, mask, *positions)
+        x1, c_attn = _self_attention(h1, *attn_args, *heads, mask, *positions, head_edit=head_edit)
         x1 += x
         h2, c_ln2 = _layer_norm(x1, params[q + "ln2.gamma"], params[q + "ln2.beta"], eps)
         x2, c_ffn = _feed_forward(h2, ffn, config.activation)
         x2 += x1
     else:  # LN(x + f(x))
-        s1, c_attn = _self_attention(x, *attn_args, *heads, mask, *positions)
+        s1, c_attn = _self_attention(x, *attn_args, *heads, mask, *positions, head_edit=head_edit)
         s1 += x
         x1, c_ln1 = _layer_norm(s1, params[q + "ln1.gamma"], params[q + "ln1.beta"], eps)
         s2, c_ffn = _feed_forward(x1, ffn, config.activation)

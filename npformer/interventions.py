@@ -48,7 +48,7 @@ class InterventionResult(NamedTuple):
 
     logits: np.ndarray  # (B, T, vocab_size)
     weights: list  # per layer (B, h, T, T): the weights each head applied to its values
-    own_weights: list  # per layer (B, h, T, T): softmax(Q K^T / sqrt(d_h)) of each head
+    own_weights: list  # per layer (B, h, T, T): the weights each head computed itself
     outputs: (
         list  # per layer (B, h, T, d_h): what each head wrote, before W_o (after interventions)
     )
@@ -284,9 +284,10 @@ def forward_with_interventions(
 ) -> InterventionResult:
     """The decoder's forward pass, with every head's weights returned and interventions applied.
 
-    x_0 = tok_emb[tokens] + pos_emb[:T]; x_l = block_l(x_{l-1}); logits = LN_f(x_L) W_out + b_out,
-    where head k of layer l computes A = softmax(Q K^T / sqrt(d_h)) over the visible keys and
-    outputs A V, except that
+    The decoder of ``npformer.model.forward`` (any configuration: pre- or post-LN, every
+    position scheme), where head k of layer l computes its weights A over the visible keys (the
+    softmax of its scores, with RoPE's rotated queries and keys or ALiBi's bias if the model has
+    them) and outputs A V, except that
       - ``ablate``: iterable of (layer, head): the head outputs 0 instead of A V;
       - ``replace``: {(layer, head): weights or rule}: the head outputs A' V, with A' a (B, T, S)
         or (T, S) array, or ``rule(A (B, T, S), visible (B, T, S))``; A' must be a distribution

@@ -311,7 +311,8 @@ def _forward(params, config, tokens, attn_mask, head_edit=None, residual_edit=No
     ``head_edit(layer, weights, v, heads)`` is called in every block's attention (see
     ``npformer.block._self_attention``) and returns the heads' outputs to use;
     ``residual_edit(layer, x)`` is called on the residual stream after every block and returns
-    the stream to go on with. Both are for forward passes only: the cache does not see them.
+    the stream to go on with. Both are for forward passes only: under an edit the cache mixes
+    edited and unedited values, and no backward pass may use it.
     """
     B, T = tokens.shape
     x, blocks = _forward_blocks(params, config, tokens, attn_mask, head_edit, residual_edit)

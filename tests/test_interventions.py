@@ -469,6 +469,31 @@ def test_adversarial_search_with_a_tv_bound_keeps_the_output_within_it():
             I.adversarial_weights(params, config, tokens, 0, 0, rows, max_tv=bad)
 
 
+@pytest.mark.parametrize("positions", ["learned", "sinusoidal", "rope", "alibi"])
+@pytest.mark.parametrize("ln", ["pre", "post"])
+def test_replacing_a_head_equals_patching_it_with_the_new_weights_times_its_values(positions, ln):
+    # V read from model.forward's own cache, not from the intervention's hook
+    config, params = tiny_model(positions=positions, ln=ln)
+    tokens = tokens_for(config)
+    _, cache = M.forward(params, config, tokens)
+    rng = np.random.default_rng(5)
+    new = np.tril(rng.random((5, 5))) + 0.1 * np.eye(5)  # (T, S) causal, positive
+    new /= new.sum(-1, keepdims=True)
+    clean = M.forward(params, config, tokens)[0]
+    for layer, head in [(0, 1), (1, 0)]:
+        # a head's values come before its weights are used, so they are the clean run's
+        V = cache.blocks[layer].attn.v[:, head]  # (B, T, d_h)
+        replaced = I.forward_with_interventions(
+            params, config, tokens, replace={(layer, head): new}
+        )
+        patched = I.forward_with_interventions(
+            params, config, tokens, patch={(layer, head): new @ V}
+        )
+        np.testing.assert_allclose(replaced.logits, patched.logits, atol=1e-12)
+        np.testing.assert_allclose(replaced.outputs[layer][:, head], new @ V, atol=1e-12)
+        assert np.abs(replaced.logits - clean).max() > 1e-4
+
+
 @pytest.mark.parametrize("positions", ["sinusoidal", "rope", "alibi"])
 def test_replacement_works_under_every_position_scheme(positions):
     # the weights a RoPE or ALiBi head computes already carry the positions; a replacement A'
