@@ -6,9 +6,9 @@ chapters teach: the masks (chapter 03, :mod:`npformer.masks`), multi-head attent
 04, :mod:`npformer.multi_head`, whose heads all run through the attention core of
 :mod:`npformer.attention`, forward and backward), sinusoidal positions (chapter 05,
 :mod:`npformer.positions`), layer norm and the feed-forward network, forward and backward
-(chapter 06, :mod:`npformer.block`). No attention is written in this module: the backward pass
-of a multi-head layer undoes the projections and the head split around
-``scaled_dot_product_attention_backward``.
+(chapter 06, :mod:`npformer.block`). No attention is written in this module, forward or
+backward: every multi-head layer goes back through
+``npformer.multi_head.multi_head_attention_backward``.
 
 The layers are post-LN as in the paper, ``LN(x + sublayer(x))``, with a ReLU feed-forward
 network. Like ``torch.nn.Transformer``, each stack ends with one more layer norm
@@ -28,7 +28,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.attention import scaled_dot_product_attention_backward
 from npformer.block import (
     feed_forward,
     feed_forward_backward,
@@ -39,9 +38,8 @@ from npformer.masks import causal_mask, key_padding_to_scores
 from npformer.multi_head import (
     MultiHeadCache,
     init_multi_head_params,
-    merge_heads,
     multi_head_attention,
-    split_heads,
+    multi_head_attention_backward,
 )
 from npformer.positions import add_positions, sinusoidal_positions
 from npformer.validation import (
@@ -567,39 +565,6 @@ def encoder_decoder_forward(
 # ---------------------------------------------------------------------------------------------
 
 
-def _multi_head_backward(d_out, cache: MultiHeadCache, params: dict):
-    """Backward of ``multi_head_attention``: the projections and the head split, around the core.
-
-    With Q = X_q W_q + b_q (and K, V from X_kv), heads = attention(Q, K, V) from the attention
-    core, out = merge(heads) W_o + b_o:
-        dW_o = merged^T d_out, d_heads = split(d_out W_o^T),
-        (dQ, dK, dV) = scaled_dot_product_attention_backward(d_heads),
-        dW_q = X_q^T merge(dQ), dX_q = merge(dQ) W_q^T, dX_kv = merge(dK) W_k^T + merge(dV) W_v^T.
-    Shapes: d_out (B, T, d). Returns (dX_q (B, T, d), dX_kv (B, S, d), grads like ``params``).
-    """
-    d = cache.X_q.shape[-1]
-    g = d_out.reshape(-1, d)  # (B T, d)
-    grads = {
-        "W_o": cache.merged.reshape(-1, d).T @ g,  # (d, d)
-        "b_o": g.sum(axis=0),  # (d,)
-    }
-    d_heads = split_heads(d_out @ params["W_o"].T, cache.num_heads)  # (B, h, T, d_h)
-    dQ, dK, dV = scaled_dot_product_attention_backward(d_heads, cache.attention)
-    dX_q = np.zeros_like(cache.X_q)  # (B, T, d)
-    dX_kv = np.zeros_like(cache.X_kv)  # (B, S, d)
-    for name, dH, X, dX in (
-        ("q", dQ, cache.X_q, dX_q),
-        ("k", dK, cache.X_kv, dX_kv),
-        ("v", dV, cache.X_kv, dX_kv),
-    ):
-        dP = merge_heads(dH)  # (B, ., d) the gradient of X W + b
-        grads[f"W_{name}"] = X.reshape(-1, d).T @ dP.reshape(-1, d)  # (d, d)
-        grads[f"b_{name}"] = dP.reshape(-1, d).sum(axis=0)  # (d,)
-        dX += dP @ params[f"W_{name}"].T
-    order = ("W_q", "W_k", "W_v", "W_o", "b_q", "b_k", "b_v", "b_o")
-    return dX_q, dX_kv, {n: grads[n] for n in order}
-
-
 def _ffn_backward(d_out, cache):
     """``feed_forward_backward``, its gradients in the order of the parameters."""
     dx, grads = feed_forward_backward(d_out, cache)
@@ -627,7 +592,9 @@ def encoder_layer_backward(d_out, cache: EncoderLayerCache, layer: dict):
     d_h, ffn_grads = _ffn_backward(d_sum2, cache.ffn)
     d_h = d_h + d_sum2  # the residual path
     d_sum1, dg1, db1 = layer_norm_backward(d_h, cache.norm_1)  # d(x + a)
-    dx_q, dx_kv, attn_grads = _multi_head_backward(d_sum1, cache.self_attn, layer["self_attn"])
+    dx_q, dx_kv, attn_grads = multi_head_attention_backward(
+        d_sum1, cache.self_attn, layer["self_attn"]
+    )
     dx = d_sum1 + dx_q + dx_kv  # residual, queries, keys and values all read x
     grads = {
         "self_attn": attn_grads,
@@ -657,10 +624,14 @@ def decoder_layer_backward(d_out, cache: DecoderLayerCache, layer: dict):
     d_h2, ffn_grads = _ffn_backward(d_sum3, cache.ffn)
     d_h2 = d_h2 + d_sum3
     d_sum2, dg2, db2 = layer_norm_backward(d_h2, cache.norm_2)  # d(h1 + c)
-    dq, d_memory, cross_grads = _multi_head_backward(d_sum2, cache.cross_attn, layer["cross_attn"])
+    dq, d_memory, cross_grads = multi_head_attention_backward(
+        d_sum2, cache.cross_attn, layer["cross_attn"]
+    )
     d_h1 = d_sum2 + dq
     d_sum1, dg1, db1 = layer_norm_backward(d_h1, cache.norm_1)  # d(y + a)
-    dy_q, dy_kv, self_grads = _multi_head_backward(d_sum1, cache.self_attn, layer["self_attn"])
+    dy_q, dy_kv, self_grads = multi_head_attention_backward(
+        d_sum1, cache.self_attn, layer["self_attn"]
+    )
     dy = d_sum1 + dy_q + dy_kv
     grads = {
         "self_attn": self_grads,

@@ -330,6 +330,8 @@ def cli_arguments(config: TrainConfig) -> list[str]:
         args.append("--bidirectional-prompt")
     if config.warmup_steps:
         args += ["--warmup", str(config.warmup_steps)]
+    if config.qk_init_scale != default.qk_init_scale:
+        args += ["--qk-init-scale", repr(config.qk_init_scale)]
     return args
 
 
@@ -439,6 +441,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--warmup", type=int, default=d.warmup_steps, help="linear warm-up steps, default: 0"
     )
+    run.add_argument(
+        "--qk-init-scale",
+        type=float,
+        default=d.qk_init_scale,
+        help="multiply the initial query and key weights, default: 1",
+    )
     parser.add_argument("--eval-size", type=int, default=500, help="held-out prompts")
     parser.add_argument("--eval-seed", type=int, default=999, help="their seed")
     parser.add_argument(
@@ -487,6 +495,7 @@ def config_from_args(args: argparse.Namespace) -> TrainConfig:
         prompt_attention="bidirectional" if args.bidirectional_prompt else "causal",
         dtype=args.dtype,
         warmup_steps=args.warmup,
+        qk_init_scale=args.qk_init_scale,
     )
 
 

@@ -1,6 +1,8 @@
 """Multi-head attention: split the width into heads, attend in each, merge, project.
 
-Taught in chapter 04 (``chapters/04_multi_head.ipynb``).
+Taught in chapter 04 (``chapters/04_multi_head.ipynb``); the backward pass
+(:func:`multi_head_attention_backward`) is what chapter 07's encoder and decoder layers train
+with.
 
 Weight convention of the book: a linear layer is ``x @ W + b`` with ``W`` of shape (d_in, d_out).
 """
@@ -12,7 +14,11 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.attention import AttentionCache, scaled_dot_product_attention
+from npformer.attention import (
+    AttentionCache,
+    scaled_dot_product_attention,
+    scaled_dot_product_attention_backward,
+)
 from npformer.validation import (
     array_dict,
     bool_mask,
@@ -163,3 +169,50 @@ def multi_head_attention(X_q, X_kv, params, num_heads: int, mask=None, scale: bo
     merged = merge_heads(heads)  # (B, T, d)
     out = merged @ params["W_o"] + params["b_o"]  # (B, T, d)
     return out, MultiHeadCache(X_q, X_kv, Q, K, V, att_cache, merged, num_heads)
+
+
+def multi_head_attention_backward(d_out, cache: MultiHeadCache, params):
+    """Gradients of :func:`multi_head_attention`: the projections and the head split, around
+    the attention core's backward.
+
+    With Q = X_q W_q + b_q (K and V from X_kv), heads = attention(Q, K, V) and
+    out = merge(heads) W_o + b_o:
+        dW_o = merged^T d_out, db_o = sum of d_out's rows, d_heads = split(d_out W_o^T),
+        (dQ, dK, dV) = ``scaled_dot_product_attention_backward``(d_heads),
+        dW_q = X_q^T merge(dQ), db_q = sum of merge(dQ)'s rows, dX_q = merge(dQ) W_q^T,
+        dX_kv = merge(dK) W_k^T + merge(dV) W_v^T (and dW_k, dW_v, db_k, db_v alike).
+    For self-attention (X_q and X_kv the same array) the gradient of X is dX_q + dX_kv.
+    Shapes: d_out (B, T, d) like the output. Returns (dX_q (B, T, d), dX_kv (B, S, d), grads: a
+    dict with the names and shapes of ``params``).
+    """
+    fn = "multi_head_attention_backward"
+    if not isinstance(cache, MultiHeadCache):
+        raise ValueError(f"{fn}: cache must be the MultiHeadCache of multi_head_attention")
+    d_out = float_array(fn, "d_out", d_out)
+    same_dtype(fn, d_out=d_out, X_q=cache.X_q)
+    if d_out.shape != cache.X_q.shape:
+        raise ValueError(
+            f"{fn}: d_out of shape {d_out.shape} must have the output's shape (B, T, d) = "
+            f"{cache.X_q.shape}"
+        )
+    d = cache.X_q.shape[-1]
+    _check_params(fn, params, d, cache.X_q.dtype)
+    g = d_out.reshape(-1, d)  # (B T, d)
+    grads = {
+        "W_o": cache.merged.reshape(-1, d).T @ g,  # (d, d)
+        "b_o": g.sum(axis=0),  # (d,)
+    }
+    d_heads = split_heads(d_out @ params["W_o"].T, cache.num_heads)  # (B, h, T, d_h)
+    dQ, dK, dV = scaled_dot_product_attention_backward(d_heads, cache.attention)
+    dX_q = np.zeros_like(cache.X_q)  # (B, T, d)
+    dX_kv = np.zeros_like(cache.X_kv)  # (B, S, d)
+    for name, dH, X, dX in (
+        ("q", dQ, cache.X_q, dX_q),
+        ("k", dK, cache.X_kv, dX_kv),
+        ("v", dV, cache.X_kv, dX_kv),
+    ):
+        dP = merge_heads(dH)  # (B, T or S, d) the gradient of X W + b
+        grads[f"W_{name}"] = X.reshape(-1, d).T @ dP.reshape(-1, d)  # (d, d)
+        grads[f"b_{name}"] = dP.reshape(-1, d).sum(axis=0)  # (d,)
+        dX += dP @ params[f"W_{name}"].T
+    return dX_q, dX_kv, {name: grads[name] for name in WEIGHT_NAMES + BIAS_NAMES}

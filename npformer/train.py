@@ -40,7 +40,7 @@ from npformer.tasks import (
     make_batch,
     with_separator,
 )
-from npformer.validation import array_dict, flag, int_at_least
+from npformer.validation import array_dict, flag, generator, int_at_least
 
 #: Prompt attention patterns: "causal" everywhere, or "bidirectional" among the L prompt
 #: symbols (a prefix language model; the separator and the answer stay causal).
@@ -57,7 +57,10 @@ class TrainConfig:
     so ``positions=False`` drops the learned position table); ``prompt_attention``
     "bidirectional" lets the prompt symbols attend to each other both ways. ``warmup_steps``
     > 0 raises the step size linearly from lr / warmup_steps to lr over the first
-    ``warmup_steps`` steps (see :func:`learning_rate`).
+    ``warmup_steps`` steps (see :func:`learning_rate`). ``qk_init_scale`` multiplies the
+    initial query and key weights (the Q and K columns of every block's W_qkv), and so every
+    initial query-key product by its square: an intervention on the attention at initialization only
+    (chapter 11), 1 by default.
     """
 
     task: str = "copy"
@@ -76,6 +79,7 @@ class TrainConfig:
     prompt_attention: str = "causal"
     dtype: str = "float32"
     warmup_steps: int = 0
+    qk_init_scale: float = 1.0
 
     def __post_init__(self):
         fn = "TrainConfig"
@@ -114,6 +118,10 @@ class TrainConfig:
         w = self.warmup_steps
         if isinstance(w, bool) or not isinstance(w, (int, np.integer)) or w < 0:
             raise ValueError(f"{fn}: warmup_steps must be a non-negative integer, got {w!r}")
+        q = self.qk_init_scale
+        q_ok = isinstance(q, (int, float)) and not isinstance(q, bool)
+        if not (q_ok and math.isfinite(q) and q > 0):
+            raise ValueError(f"{fn}: qk_init_scale must be a positive finite number, got {q!r}")
         # the model validates the rest (ln placement) when it is built
         self.model_config()
 
@@ -214,6 +222,24 @@ def prompt_attention_mask(length: int, total: int, bidirectional: bool) -> np.nd
     return mask
 
 
+def initial_params(config: TrainConfig, rng: np.random.Generator) -> dict:
+    """A run's initial weights: ``init_params`` of the config's model in its dtype, drawn from
+    ``rng``, with the query and key weights of every block multiplied by
+    ``config.qk_init_scale``. ``train`` calls it with the generator seeded by ``config.seed``.
+    """
+    if not isinstance(config, TrainConfig):
+        raise ValueError(
+            f"initial_params: config must be a TrainConfig, got {type(config).__name__}"
+        )
+    generator("initial_params", rng)
+    params = init_params(config.model_config(), rng, dtype=np.dtype(config.dtype))
+    if config.qk_init_scale != 1:
+        d = config.d_model
+        for layer in range(config.num_layers):
+            params[f"block{layer}.attn.W_qkv"][:, : 2 * d] *= config.qk_init_scale  # Q | K
+    return params
+
+
 def train(
     config: TrainConfig,
     progress: Callable[[int, int], None] | None = None,
@@ -236,7 +262,7 @@ def train(
     rng = np.random.default_rng(config.seed)
     model_config = config.model_config()
     dtype = np.dtype(config.dtype)
-    params = init_params(model_config, rng, dtype=dtype)
+    params = initial_params(config, rng)
     optimizer = Adam(params, lr=config.lr)
     attn_mask = prompt_attention_mask(
         config.length, 2 * config.length, config.prompt_attention == "bidirectional"

@@ -70,6 +70,7 @@ def test_ablation_switches_reach_the_configuration():
             prompt_attention="bidirectional",
             dtype="float64",
             warmup_steps=50,
+            qk_init_scale=64**-0.25,
         ),
     ],
 )

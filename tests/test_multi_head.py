@@ -10,6 +10,7 @@ from npformer.multi_head import (
     init_multi_head_params,
     merge_heads,
     multi_head_attention,
+    multi_head_attention_backward,
     split_heads,
 )
 
@@ -201,6 +202,71 @@ def test_matches_torch_with_a_key_padding_mask():
 
 
 # --- bad inputs ----------------------------------------------------------------------------
+
+
+def _numerical_gradient(loss, array, eps=1e-6):
+    grad = np.zeros_like(array)
+    for index in np.ndindex(array.shape):
+        old = array[index]
+        array[index] = old + eps
+        plus = loss()
+        array[index] = old - eps
+        minus = loss()
+        array[index] = old
+        grad[index] = (plus - minus) / (2 * eps)
+    return grad
+
+
+@pytest.mark.parametrize("scale", [True, False])
+def test_backward_matches_central_differences_with_cross_attention_and_padding(scale):
+    rng = np.random.default_rng(11)
+    B, T, S, d, h = 2, 3, 4, 4, 2
+    X_q, X_kv = rng.standard_normal((B, T, d)), rng.standard_normal((B, S, d))
+    params = random_params(d, rng)
+    mask = np.ones((B, 1, 1, S), dtype=bool)
+    mask[1, ..., 3:] = False  # the second sequence has 3 keys
+    R = rng.standard_normal((B, T, d))  # the loss is sum(out * R), so d_out = R
+
+    def loss():
+        return float((multi_head_attention(X_q, X_kv, params, h, mask, scale)[0] * R).sum())
+
+    _, cache = multi_head_attention(X_q, X_kv, params, h, mask, scale)
+    dX_q, dX_kv, grads = multi_head_attention_backward(R, cache, params)
+    assert list(grads) == list(params)
+    for name, array in params.items():
+        np.testing.assert_allclose(grads[name], _numerical_gradient(loss, array), atol=1e-7)
+    np.testing.assert_allclose(dX_q, _numerical_gradient(loss, X_q), atol=1e-7)
+    np.testing.assert_allclose(dX_kv, _numerical_gradient(loss, X_kv), atol=1e-7)
+    assert np.all(dX_kv[1, 3] == 0)  # a padded key receives nothing
+
+
+def test_backward_of_self_attention_is_the_sum_of_the_two_input_gradients():
+    rng = np.random.default_rng(12)
+    X, params = rng.standard_normal((2, 5, 6)), random_params(6, rng)
+    R = rng.standard_normal((2, 5, 6))
+
+    def loss():
+        return float(
+            (multi_head_attention(X, X, params, 3, np.tril(np.ones((5, 5), bool)))[0] * R).sum()
+        )
+
+    _, cache = multi_head_attention(X, X, params, 3, np.tril(np.ones((5, 5), bool)))
+    dX_q, dX_kv, _ = multi_head_attention_backward(R, cache, params)
+    np.testing.assert_allclose(dX_q + dX_kv, _numerical_gradient(loss, X), atol=1e-7)
+
+
+def test_backward_rejects_bad_inputs():
+    rng = np.random.default_rng(13)
+    X, params = rng.standard_normal((2, 3, 4)), random_params(4, rng)
+    _, cache = multi_head_attention(X, X, params, 2)
+    with pytest.raises(ValueError, match=r"d_out of shape \(2, 2, 4\)"):
+        multi_head_attention_backward(X[:, :2], cache, params)
+    with pytest.raises(ValueError, match="d_out"):
+        multi_head_attention_backward(X.astype(np.float32), cache, params)
+    with pytest.raises(ValueError, match="MultiHeadCache"):
+        multi_head_attention_backward(X, cache.attention, params)
+    with pytest.raises(ValueError, match="W_o"):
+        multi_head_attention_backward(X, cache, {k: v for k, v in params.items() if k != "W_o"})
 
 
 def test_split_heads_rejects_bad_inputs():

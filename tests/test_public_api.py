@@ -345,6 +345,10 @@ def _sdpa_cache():
     return A.scaled_dot_product_attention(X3, X3, X3)[1]
 
 
+def _mh_cache():
+    return MH.multi_head_attention(X3, X3, MHP, 2)[1]
+
+
 def _ln_cache():
     return BL.layer_norm(X3, ONES, ZEROS)[1]
 
@@ -564,6 +568,12 @@ API = {
             scale=Flag(),
         ),
         extra=[("zero-width inputs", dict(X_q=X3[..., :0], X_kv=X3[..., :0]), "d_model")],
+    ),
+    "multi_head.multi_head_attention_backward": Row(
+        MH.multi_head_attention_backward,
+        lambda: dict(d_out=X3, cache=_mh_cache(), params=MHP),
+        dict(d_out=Floats(rank=3), cache=Cache(), params=Params()),
+        extra=[("wrong d_out shape", dict(d_out=X3[:, :2]), "d_out")],
     ),
     # ---------------------------------------------------------------- block
     "block.layer_norm": Row(
@@ -2155,7 +2165,13 @@ PENDING = {
                 prompt_attention=Choice(),
                 dtype=Choice(),
                 warmup_steps=Size(0),
+                qk_init_scale=Real(),
             ),
+        ),
+        "train.initial_params": Row(
+            "train.initial_params",
+            lambda: dict(config=_tconfig(), rng=np.random.default_rng(0)),
+            dict(config=Config(), rng=Rng()),
         ),
         "train.one_blas_thread": Row("train.one_blas_thread", lambda: dict(), dict(), enter=True),
         "train.learning_rate": Row(

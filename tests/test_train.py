@@ -165,6 +165,8 @@ def test_bidirectional_prompt_run_and_evaluation():
         ({"dtype": "float16"}, "dtype must be 'float32' or 'float64'"),
         ({"prompt_attention": "full"}, "prompt_attention must be one of"),
         ({"d_ff": 0}, "d_ff must be a positive integer or None"),
+        ({"qk_init_scale": 0.0}, "qk_init_scale must be a positive finite number"),
+        ({"qk_init_scale": "small"}, "qk_init_scale must be a positive finite number"),
     ],
 )
 def test_bad_configurations(changes, message):
@@ -211,6 +213,30 @@ def test_warmup_is_linear_and_off_by_default():
     for bad in (-1, 2.5, True):
         with pytest.raises(ValueError, match="warmup_steps must be a non-negative integer"):
             TrainConfig(warmup_steps=bad)
+
+
+def test_qk_init_scale_gives_an_unscaled_head_the_scaled_heads_initial_scores():
+    # c^2 = 1 / sqrt(d_h): c Q (c K)^T equals Q K^T / sqrt(d_h), so the first forward pass
+    # (the first loss, before any update) of an unscaled head with Q and K shrunk by c is the
+    # scaled head's; with c = 1 it is not
+    wide = dict(d_model=16, num_heads=1, steps=2, dtype="float64")
+    scaled = train(TrainConfig(**wide)).losses
+    shrunk = train(TrainConfig(**wide, scale=False, qk_init_scale=16**-0.25)).losses
+    unscaled = train(TrainConfig(**wide, scale=False)).losses
+    assert abs(shrunk[0] - scaled[0]) < 1e-12 < abs(unscaled[0] - scaled[0])
+    assert shrunk[1] != scaled[1]  # the parametrization differs once Adam moves the weights
+    # only the Q and K columns of W_qkv change, in every block
+    two = dict(d_model=16, num_heads=2, num_layers=2, dtype="float64")
+    plain = train_module.initial_params(TrainConfig(**two), np.random.default_rng(0))
+    half = train_module.initial_params(
+        TrainConfig(**two, qk_init_scale=0.5), np.random.default_rng(0)
+    )
+    for name, value in plain.items():
+        if name.endswith("attn.W_qkv"):
+            np.testing.assert_array_equal(half[name][:, :32], 0.5 * value[:, :32])
+            np.testing.assert_array_equal(half[name][:, 32:], value[:, 32:])
+        else:
+            np.testing.assert_array_equal(half[name], value)
 
 
 def test_grad_norms_are_each_blocks_gradient_norm():
