@@ -5,6 +5,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 NB ?= chapters/*.ipynb
 TESTS ?= tests
+# `make test` runs one pytest worker per core (pytest-xdist), a notebook's cells together in one
+# worker; each notebook trains in its own process only (NPFORMER_WORKERS=1), so the workers do not
+# fight over the cores.
+JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
 # One BLAS thread everywhere notebooks execute, are tested or benchmarked: printed numbers and
 # timings must not depend on how many cores a machine has.
@@ -30,7 +34,7 @@ help:
 	@echo "make test           pytest over tests/ and nbval over every notebook (NB=... for one)"
 	@echo "make execute        re-execute notebooks in place to refresh stored outputs (NB=...)"
 	@echo "make format-notebooks  format the notebooks' code to the page column (72 characters)"
-	@echo "make test-portable  nbval again under other BLAS / SIMD kernels"
+	@echo "make test-portable  nbval again under other BLAS / SIMD kernels, then the timing chapters loaded"
 	@echo "make bench          side-by-side timing and memory ratios"
 	@echo "make mutants        apply each bug of mutants/ and check that the book catches it"
 	@echo "make lint           ruff over the package, tests, scripts, benchmarks and notebooks"
@@ -59,8 +63,8 @@ pdf: install
 	$(PY) scripts/build_pdf.py
 
 test: install
-	$(PY) -m pytest $(TESTS) $(NB) --nbval --nbval-current-env \
-	    --nbval-sanitize-with scripts/nbval_sanitize.cfg $(PYTEST_ARGS)
+	NPFORMER_WORKERS=1 $(PY) -m pytest -n $(JOBS) --dist loadfile $(TESTS) $(NB) \
+	    --nbval --nbval-current-env --nbval-sanitize-with scripts/nbval_sanitize.cfg $(PYTEST_ARGS)
 
 execute: install
 	$(PY) scripts/execute_notebooks.py $(NB)
@@ -78,8 +82,8 @@ mutants: install
 	$(PY) scripts/mutants.py $(MUTANTS)
 
 lint: install
-	$(VENV)/bin/ruff check npformer tests scripts benchmarks chapters
-	$(VENV)/bin/ruff format --check npformer tests scripts benchmarks
+	$(VENV)/bin/ruff check npformer tests scripts benchmarks chapters conftest.py
+	$(VENV)/bin/ruff format --check npformer tests scripts benchmarks conftest.py
 
 # Rebuild the full lock from requirements.in in a throwaway venv (maintainers only).
 lock:

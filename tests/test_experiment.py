@@ -208,7 +208,8 @@ def test_run_under_environments_groups_by_environment():
     assert "--warmup" in cli_arguments(TrainConfig(warmup_steps=10))
 
 
-def test_map_in_processes_keeps_the_order_of_items_and_reports_each_result():
+def test_map_in_processes_keeps_the_order_of_items_and_reports_each_result(monkeypatch):
+    monkeypatch.setenv(WORKERS_ENV, "2")  # `make test` caps notebooks at one process
     seen = []
     squares = map_in_processes(
         math.factorial,
