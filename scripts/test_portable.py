@@ -54,7 +54,7 @@ def pytest_command(notebooks: list[str]) -> list[str]:
         "pytest",
         "-q",
         "-n",
-        str(os.cpu_count() or 1),
+        str(cores()),
         "--dist",
         "loadfile",
         "--nbval",
@@ -92,11 +92,20 @@ def blas_kernels(extra: dict) -> str | None:
     return found[0].get("architecture") if found else None
 
 
-def has_avx512() -> bool:
+def cpu_has(flag: str) -> bool:
+    """True when /proc/cpuinfo lists ``flag`` (False where there is no /proc/cpuinfo)."""
     try:
-        return " avx512f " in Path("/proc/cpuinfo").read_text().replace("\n", " ")
+        return f" {flag} " in Path("/proc/cpuinfo").read_text().replace("\n", " ")
     except OSError:
         return False
+
+
+def cores() -> int:
+    """The cores this process may use (a container or affinity mask may allow fewer)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
 
 
 def chosen_settings() -> dict[str, dict]:
@@ -106,8 +115,9 @@ def chosen_settings() -> dict[str, dict]:
     chosen = {}
     for name, extra in SETTINGS.items():
         coretype = extra.get("OPENBLAS_CORETYPE")
-        if coretype == "SkylakeX" and not has_avx512():
-            print(f"[{name}] not run: this CPU has no AVX-512")
+        needs = {"SkylakeX": "avx512f", "Haswell": "avx2"}.get(coretype)
+        if needs is not None and not cpu_has(needs):
+            print(f"[{name}] not run: this CPU has no {needs}")
         elif coretype is not None and coretype == default:
             print(f"[{name}] not run again: these are the kernels `make test` runs")
         else:
@@ -149,14 +159,14 @@ def main(argv: list[str]) -> int:
 
     timed = [nb for nb in notebooks if times_something(nb)]
     if timed:
-        cores = os.cpu_count() or 1
+        n = cores()
         loaders = [
             multiprocessing.Process(target=busy, args=(LOAD_SECONDS_MAX,), daemon=True)
-            for _ in range(cores)
+            for _ in range(n)
         ]
         for p in loaders:
             p.start()
-        print(f"[loaded] {cores} busy loop(s) on {cores} core(s) while the timing chapters run:")
+        print(f"[loaded] {n} busy loop(s) on {n} core(s) while the timing chapters run:")
         try:
             failed += run_suites({"loaded": (timed, {})})
         finally:
