@@ -1,8 +1,8 @@
 """Session-wide pytest rules for `make test` and `make test-portable`.
 
 - Each notebook's execution time under nbval is summed and printed. A notebook over its budget
-  fails the session (``make test`` only: ``make test-portable`` shares the cores with other
-  work and sets NPFORMER_SKIP_BUDGETS=1).
+  fails the session (``make test`` only: ``make test-portable`` runs under slower kernels and
+  under load on purpose, and sets NPFORMER_SKIP_BUDGETS=1).
 - A budget means the same on a slower CPU. ``metadata.book.budget_seconds`` is a time on the
   reference machine (``REFERENCE_MACHINE``); the session times a fixed reference workload (plain
   NumPy: small float32 products, softmax rows and many small calls, what the long chapters
