@@ -8,8 +8,6 @@ other programs running. Two passes:
    thread per worker:
    - ``OPENBLAS_CORETYPE=SkylakeX``: the AVX-512 kernels OpenBLAS picks on Intel Xeons and on
      AMD Zen 4 (it needs AVX-512: skipped, and said so, on a CPU without it);
-   - ``OPENBLAS_CORETYPE=Haswell`` with ``NPY_DISABLE_CPU_FEATURES=X86_V4,AVX512_ICL``: what an
-     AVX2 processor runs (OpenBLAS's AVX2 kernels, NumPy without its AVX-512 code);
    - ``OPENBLAS_CORETYPE=Prescott``: OpenBLAS's oldest x86-64 kernels (SSE3);
    - ``NPY_DISABLE_CPU_FEATURES=X86_V3,X86_V4,AVX512_ICL``: NumPy's own SIMD dispatch down to its
      baseline (disabling a feature the CPU lacks is harmless).
@@ -40,8 +38,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = {
     "openblas-skylakex": {"OPENBLAS_CORETYPE": "SkylakeX"},
-    # an AVX2 processor: OpenBLAS's Haswell kernels and NumPy without its AVX-512 code
-    "avx2": {"OPENBLAS_CORETYPE": "Haswell", "NPY_DISABLE_CPU_FEATURES": "X86_V4,AVX512_ICL"},
     "openblas-prescott": {"OPENBLAS_CORETYPE": "Prescott"},
     "numpy-baseline-simd": {"NPY_DISABLE_CPU_FEATURES": "X86_V3,X86_V4,AVX512_ICL"},
 }
