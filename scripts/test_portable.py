@@ -41,7 +41,7 @@ SETTINGS = {
     "openblas-prescott": {"OPENBLAS_CORETYPE": "Prescott"},
     "numpy-baseline-simd": {"NPY_DISABLE_CPU_FEATURES": "X86_V3,X86_V4,AVX512_ICL"},
 }
-PROBE = "import json, threadpoolctl; print(json.dumps(threadpoolctl.threadpool_info()))"
+PROBE = "import json, numpy, threadpoolctl; print(json.dumps(threadpoolctl.threadpool_info()))"
 LOAD_SECONDS_MAX = 1200
 
 
