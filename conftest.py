@@ -90,9 +90,11 @@ def _metadata(path: str) -> dict:
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """Run order for two or more workers: the notebooks over ``LONG_SECONDS`` first (longest
+    """Run order under pytest-xdist: the notebooks over ``LONG_SECONDS`` first (longest
     first), then the test files, then the other notebooks (longest first), which are short and
     so even out the workers' ends. Each notebook's cells keep their order."""
+    if not (_in_worker(config) or config.getoption("numprocesses", None)):
+        return  # one process: the order of collection is as good as any
     budgets = {}
     for item in items:
         nb = _notebook(item.nodeid)

@@ -113,7 +113,7 @@ def chosen_settings() -> dict[str, dict]:
     chosen = {}
     for name, extra in SETTINGS.items():
         coretype = extra.get("OPENBLAS_CORETYPE")
-        needs = {"SkylakeX": "avx512f", "Haswell": "avx2"}.get(coretype)
+        needs = {"SkylakeX": "avx512f"}.get(coretype)  # the instructions the kernels use
         if needs is not None and not cpu_has(needs):
             print(f"[{name}] not run: this CPU has no {needs}")
         elif coretype is not None and coretype == default and len(extra) == 1:
