@@ -1,8 +1,9 @@
 """The print edition: one PDF of the whole book, built offline, with math typeset.
 
 Builds the PDF as `make pdf` does, into a temporary folder, and reads it back with poppler's
-pdfinfo and pdftotext: the page count, every chapter's title, the exercises' solutions, every
-figure, and no TeX left raw. Skipped, with instructions, where Chromium or poppler is missing
+pdfinfo, pdftotext and pdftoppm: the page count, every chapter's title, the exercises'
+solutions, every figure, no TeX left raw, every chapter at the top of the page the contents
+give, and no empty code box. Skipped, with instructions, where Chromium or poppler is missing
 (under CI a skip fails the run).
 """
 
@@ -15,14 +16,16 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
+from PIL import Image
 
 from tests.notebooks import CHAPTERS, ROOT
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import build_pdf  # noqa: E402
 
-TOOLS = [shutil.which(t) for t in ("pdfinfo", "pdftotext", "pdfimages")]
+TOOLS = [shutil.which(t) for t in ("pdfinfo", "pdftotext", "pdfimages", "pdftoppm")]
 pytestmark = pytest.mark.skipif(
     None in TOOLS or not (shutil.which("chromium") or shutil.which("chromium-browser")),
     reason="the PDF test needs Chromium and poppler-utils: "
@@ -95,3 +98,43 @@ def test_figures_are_present(pdf):
         for o in c.get("outputs", [])
     )
     assert images >= pngs, (images, pngs)
+
+
+def test_every_chapter_starts_at_the_top_of_the_page_the_contents_give(pdf):
+    out, _, _ = pdf
+    texts = build_pdf.page_texts(out)
+    numbers = build_pdf.printed_numbers(texts[0])
+    expected = [flat(chapter_title(p)) for p in CHAPTERS]
+    assert [t for t in numbers if t in expected] == expected  # all listed, in order
+    wrong = {t: n for t, n in numbers.items() if not flat(texts[n - 1]).startswith(t)}
+    assert not wrong, wrong
+    assert list(numbers.values()) == sorted(numbers.values())
+
+
+def test_no_code_box_is_left_empty(pdf):
+    out, _, _ = pdf
+    assert (
+        build_pdf.problems(out, list(build_pdf.printed_numbers(build_pdf.page_texts(out)[0]))) == []
+    )
+
+
+def page_with(*boxes):
+    """A white page, 120 x 100 pixels, with grey boxes (top, bottom, fill, text rows)."""
+    a = np.full((120, 100), 255, dtype=np.uint8)
+    for top, bottom, fill, text in boxes:
+        a[top:bottom, 10:90] = fill
+        a[top:bottom, 10] = a[top:bottom, 89] = 186  # the borders
+        for y in text:
+            a[y, 15:60:3] = 40  # a line of code
+    return Image.fromarray(a)
+
+
+def test_the_empty_box_check_sees_an_empty_box_and_only_that():
+    assert build_pdf.empty_boxes(page_with((90, 120, 247, []))) == [(90, 120)]
+    assert build_pdf.empty_boxes(page_with((10, 40, 247, [15, 25]))) == []
+    shadow = page_with((10, 40, 247, []))
+    a = np.asarray(shadow).copy()
+    a[10:40, 11:89] = np.linspace(233, 254, 78).astype(np.uint8)  # a gradient, not a box
+    assert build_pdf.empty_boxes(Image.fromarray(a)) == []
+    two = page_with((5, 30, 247, [10, 20]), (60, 66, 247, []))
+    assert build_pdf.empty_boxes(two) == [(60, 66)]
