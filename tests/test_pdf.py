@@ -1,9 +1,9 @@
 """The print edition: one PDF of the whole book, built offline, with math typeset.
 
 Builds the PDF as `make pdf` does, into a temporary folder, and reads it back with poppler's
-pdfinfo and pdftotext: the page count, every chapter's title, the exercises' solutions, every
-figure, and no TeX left raw. Skipped, with instructions, where Chromium or poppler is missing
-(under CI a skip fails the run).
+pdfinfo and pdftotext: the page count, every chapter's title, the exercises' solutions numbered
+from 1 in every chapter, every figure, and no TeX left raw. Skipped, with instructions, where
+Chromium or poppler is missing (under CI a skip fails the run).
 """
 
 from __future__ import annotations
@@ -82,6 +82,8 @@ def test_solutions_are_printed(pdf):
         for c in json.loads(p.read_text())["cells"]
     )
     assert flat(text).count("Solution to Exercise") == exercises
+    # numbered per chapter: every chapter has a first exercise, none has more than nine
+    assert flat(text).count("Solution to Exercise 1 (") == len(CHAPTERS)
 
 
 def test_figures_are_present(pdf):
