@@ -4,7 +4,7 @@ Builds the book into a temporary folder, serves it on localhost, and opens every
 Per page: math is typeset by the local MathJax (no raw ``\\(`` left in the text); every image the
 page references exists in the build; notebook pages carry the Colab and Binder launch links.
 In the built HTML: each chapter's exercises are numbered from 1 (and so are their solutions and
-the exercises page).
+the exercises page), and its reading time stands under its title.
 Skipped, with instructions, where Chromium is not installed (under CI a skip fails the run).
 """
 
@@ -24,6 +24,9 @@ import pytest
 
 from scripts.headless_chromium import CHROMIUM, OFFLINE_FLAGS
 from tests.notebooks import CHAPTERS, ROOT
+
+sys.path.insert(0, str(ROOT / "_ext"))
+import reading_time  # noqa: E402
 
 FLAGS = [*OFFLINE_FLAGS, "--virtual-time-budget=10000", "--dump-dom"]
 pytestmark = pytest.mark.skipif(
@@ -124,3 +127,13 @@ def test_the_exercises_page_follows_the_chapters_numbers(site):
             (root / "chapters" / f"{chapter.stem}.html").read_text()
         )
         assert numbers == in_chapter, (chapter.stem, numbers, in_chapter)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_the_reading_time_stands_under_the_title(site, chapter):
+    root, _ = site
+    page = (root / "chapters" / f"{chapter.stem}.html").read_text()
+    line = reading_time.reading_time_text(reading_time.measure_file(chapter)["minutes"])
+    under_title = rf'</h1>\s*<p class="reading-time"><em>{re.escape(line)}</em></p>'
+    assert re.search(under_title, page), f"{chapter.stem}: no {line!r} under the title"
+    assert page.count('class="reading-time"') == 1

@@ -47,4 +47,4 @@ def test_it_is_registered_with_the_book():
     from tests.notebooks import config
 
     local = config()["sphinx"]["local_extensions"]
-    assert local["exercise_numbers"] == "_ext"
+    assert local["exercise_numbers"] == "_ext" and local["reading_time"] == "_ext"

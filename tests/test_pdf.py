@@ -1,9 +1,9 @@
 """The print edition: one PDF of the whole book, built offline, with math typeset.
 
 Builds the PDF as `make pdf` does, into a temporary folder, and reads it back with poppler's
-pdfinfo and pdftotext: the page count, every chapter's title, the exercises' solutions numbered
-from 1 in every chapter, every figure, and no TeX left raw. Skipped, with instructions, where
-Chromium or poppler is missing (under CI a skip fails the run).
+pdfinfo and pdftotext: the page count, every chapter's title and reading time, the exercises'
+solutions numbered from 1 in every chapter, every figure, and no TeX left raw. Skipped, with
+instructions, where Chromium or poppler is missing (under CI a skip fails the run).
 """
 
 from __future__ import annotations
@@ -21,6 +21,9 @@ from tests.notebooks import CHAPTERS, ROOT
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import build_pdf  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "_ext"))
+import reading_time  # noqa: E402
 
 TOOLS = [shutil.which(t) for t in ("pdfinfo", "pdftotext", "pdfimages")]
 pytestmark = pytest.mark.skipif(
@@ -84,6 +87,15 @@ def test_solutions_are_printed(pdf):
     assert flat(text).count("Solution to Exercise") == exercises
     # numbered per chapter: every chapter has a first exercise, none has more than nine
     assert flat(text).count("Solution to Exercise 1 (") == len(CHAPTERS)
+
+
+def test_every_chapter_shows_its_reading_time(pdf):
+    _, _, text = pdf
+    body = flat(text)
+    for path in CHAPTERS:
+        title = flat(chapter_title(path))
+        line = reading_time.reading_time_text(reading_time.measure_file(path)["minutes"])
+        assert f"{title} {line}" in body, f"{path.stem}: no {line!r} under its title"
 
 
 def test_figures_are_present(pdf):
