@@ -82,8 +82,8 @@ mutants: install
 	$(PY) scripts/mutants.py $(MUTANTS)
 
 lint: install
-	$(VENV)/bin/ruff check npformer tests scripts benchmarks chapters conftest.py
-	$(VENV)/bin/ruff format --check npformer tests scripts benchmarks conftest.py
+	$(VENV)/bin/ruff check npformer tests scripts benchmarks chapters _ext conftest.py
+	$(VENV)/bin/ruff format --check npformer tests scripts benchmarks _ext conftest.py
 
 # Rebuild the full lock from requirements.in in a throwaway venv (maintainers only).
 lock:

@@ -3,6 +3,8 @@
 Builds the book into a temporary folder, serves it on localhost, and opens every chapter page.
 Per page: math is typeset by the local MathJax (no raw ``\\(`` left in the text); every image the
 page references exists in the build; notebook pages carry the Colab and Binder launch links.
+In the built HTML: each chapter's exercises are numbered from 1 (and so are their solutions and
+the exercises page), and its reading time stands under its title.
 Skipped, with instructions, where Chromium is not installed (under CI a skip fails the run).
 """
 
@@ -22,6 +24,9 @@ import pytest
 
 from scripts.headless_chromium import CHROMIUM, OFFLINE_FLAGS
 from tests.notebooks import CHAPTERS, ROOT
+
+sys.path.insert(0, str(ROOT / "_ext"))
+import reading_time  # noqa: E402
 
 FLAGS = [*OFFLINE_FLAGS, "--virtual-time-budget=10000", "--dump-dom"]
 pytestmark = pytest.mark.skipif(
@@ -96,3 +101,39 @@ def test_chapter_page_renders_offline(site, chapter, tmp_path):
 
     assert "colab.research.google.com/github/" in dom, f"{page.name}: no Colab launch link"
     assert "mybinder.org" in dom, f"{page.name}: no Binder launch link"
+
+
+EXERCISE_TITLE = re.compile(r'<span class="caption-number">Exercise (\d+) </span>')
+SOLUTION_TITLE = re.compile(r"Solution to<a [^>]*> Exercise (\d+)")
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_exercises_count_from_one_in_every_chapter(site, chapter):
+    root, _ = site
+    page = (root / "chapters" / f"{chapter.stem}.html").read_text()
+    numbers = EXERCISE_TITLE.findall(page)
+    assert numbers, f"{chapter.stem}: no numbered exercise"
+    assert numbers == [str(n) for n in range(1, len(numbers) + 1)], (chapter.stem, numbers)
+    assert SOLUTION_TITLE.findall(page) == numbers, f"{chapter.stem}: solutions name others"
+
+
+def test_the_exercises_page_follows_the_chapters_numbers(site):
+    root, _ = site
+    page = (root / "exercises.html").read_text()
+    listed = re.findall(r'href="chapters/([^".#]+)\.html#[^"]+"><span[^>]*>Exercise (\d+)<', page)
+    for chapter in CHAPTERS:
+        numbers = [n for stem, n in listed if stem == chapter.stem]
+        in_chapter = EXERCISE_TITLE.findall(
+            (root / "chapters" / f"{chapter.stem}.html").read_text()
+        )
+        assert numbers == in_chapter, (chapter.stem, numbers, in_chapter)
+
+
+@pytest.mark.parametrize("chapter", CHAPTERS, ids=[p.stem for p in CHAPTERS])
+def test_the_reading_time_stands_under_the_title(site, chapter):
+    root, _ = site
+    page = (root / "chapters" / f"{chapter.stem}.html").read_text()
+    line = reading_time.reading_time_text(reading_time.measure_file(chapter)["minutes"])
+    under_title = rf'</h1>\s*<p class="reading-time"><em>{re.escape(line)}</em></p>'
+    assert re.search(under_title, page), f"{chapter.stem}: no {line!r} under the title"
+    assert page.count('class="reading-time"') == 1

@@ -1,10 +1,10 @@
 """The print edition: one PDF of the whole book, built offline, with math typeset.
 
 Builds the PDF as `make pdf` does, into a temporary folder, and reads it back with poppler's
-pdfinfo, pdftotext and pdftoppm: the page count, every chapter's title, the exercises'
-solutions, every figure, no TeX left raw, every chapter at the top of the page the contents
-give, and no empty code box. Skipped, with instructions, where Chromium or poppler is missing
-(under CI a skip fails the run).
+pdfinfo, pdftotext and pdftoppm: the page count, every chapter's title and reading time, the
+exercises' solutions numbered from 1 in every chapter, every figure, no TeX left raw, every
+chapter at the top of the page the contents give, and no empty code box. Skipped, with
+instructions, where Chromium or poppler is missing (under CI a skip fails the run).
 """
 
 from __future__ import annotations
@@ -24,6 +24,9 @@ from tests.notebooks import CHAPTERS, ROOT
 
 sys.path.insert(0, str(ROOT / "scripts"))
 import build_pdf  # noqa: E402
+
+sys.path.insert(0, str(ROOT / "_ext"))
+import reading_time  # noqa: E402
 
 TOOLS = [shutil.which(t) for t in ("pdfinfo", "pdftotext", "pdfimages", "pdftoppm")]
 pytestmark = pytest.mark.skipif(
@@ -85,6 +88,17 @@ def test_solutions_are_printed(pdf):
         for c in json.loads(p.read_text())["cells"]
     )
     assert flat(text).count("Solution to Exercise") == exercises
+    # numbered per chapter: every chapter has a first exercise, none has more than nine
+    assert flat(text).count("Solution to Exercise 1 (") == len(CHAPTERS)
+
+
+def test_every_chapter_shows_its_reading_time(pdf):
+    _, _, text = pdf
+    body = flat(text)
+    for path in CHAPTERS:
+        title = flat(chapter_title(path))
+        line = reading_time.reading_time_text(reading_time.measure_file(path)["minutes"])
+        assert f"{title} {line}" in body, f"{path.stem}: no {line!r} under its title"
 
 
 def test_figures_are_present(pdf):
