@@ -19,6 +19,7 @@ Chromium's background services are switched off.
 from __future__ import annotations
 
 import html
+import json
 import re
 import subprocess
 import sys
@@ -96,12 +97,31 @@ def numbered(page_html: str, pages: dict[str, int | None]) -> str:
     return page_html[:start] + ENTRY.sub(number, page_html[start:end]) + page_html[end:]
 
 
-def printed_numbers(first_page: str) -> dict[str, int]:
-    """Title -> page number, as the contents page prints them."""
-    lines = [flat(line) for line in first_page.splitlines()]
-    return {
-        m.group(1): int(m.group(2)) for m in (re.match(r"^(.+?) (\d+)$", x) for x in lines) if m
-    }
+def toc_titles() -> list[str]:
+    """The titles of the chapters `_toc.yml` lists, in order: each file's first heading."""
+    files = re.findall(r"^\s*- file: (\S+)", (ROOT / "_toc.yml").read_text(), re.M)
+    titles = []
+    for name in files:
+        path = next(ROOT.glob(f"{name}.*"))
+        if path.suffix == ".ipynb":
+            cells = json.loads(path.read_text())["cells"]
+            text = "\n".join("".join(c["source"]) for c in cells if c["cell_type"] == "markdown")
+        else:
+            text = path.read_text()
+        titles.append(flat(re.search(r"^# (.+)$", text, re.M).group(1)))
+    return titles
+
+
+def printed_numbers(texts: list[str], titles: list[str]) -> dict[str, int | None]:
+    """Title -> the page number the contents print beside it (None: not there). The contents
+    are the pages before the first chapter's."""
+    first = next(i for i, t in enumerate(texts) if i > 0 and flat(t).startswith(titles[0]))
+    lines = {flat(line) for page in texts[:first] for line in page.splitlines()}
+    found = {}
+    for title in titles:
+        hits = [x for x in lines if re.fullmatch(re.escape(title) + r" \d+", x)]
+        found[title] = int(hits[0].rsplit(" ", 1)[1]) if len(hits) == 1 else None
+    return found
 
 
 def empty_boxes(image: Image.Image, min_rows: int = 4) -> list[tuple[int, int]]:
@@ -197,7 +217,7 @@ if __name__ == "__main__":
     texts = page_texts(target)
     shown = target.relative_to(ROOT) if target.is_relative_to(ROOT) else target
     print(f"pdf: {shown}, {len(texts)} pages")
-    wrong = problems(target, list(printed_numbers(texts[0])))
+    wrong = problems(target, toc_titles())
     for line in wrong:
         print(f"build_pdf: {line}")
     sys.exit(1 if wrong else 0)
