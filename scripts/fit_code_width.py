@@ -49,6 +49,8 @@ ROOT = Path(__file__).resolve().parent.parent
 WIDTH = 88
 LIFTED = "# <<lifted>> "  # marks, between two passes, a comment moved above its statement
 BRACKET_COMMENT = re.compile(r"^\s*[\)\]\}]+[\)\]\},:]*\s*#")
+# a line that starts with a closing bracket and ends with a comment: ``).max()  # (B, T)``
+BRACKET_LEAD = re.compile(r"^\s*[\)\]\}]")
 STRING_PREFIX = re.compile(r"^([rRbBuUfF]*)('''|\"\"\"|'|\")")
 
 
@@ -117,9 +119,10 @@ def _opening_rows(tokens: list[tokenize.TokenInfo]) -> dict[tuple[int, int], int
 def lift_comments(source: str, drop_commas: bool = True) -> str:
     """Move the trailing comment of a bent or over-long line above what it describes.
 
-    A comment behind a line of closing brackets goes above the line that opened the first of
-    those brackets (the statement's first line, or an item inside an outer bracket), and the
-    trailing comma before those brackets, which only held them open, is dropped; a comment at
+    A comment at the end of a line that starts with a closing bracket (ruff broke the
+    statement open to keep the comment on it) goes above the line that opened the first of
+    those brackets: the statement's first line, or an item inside an outer bracket. The
+    trailing comma before those brackets, which only held them open, is dropped. A comment at
     the end of an over-long line that starts a statement goes above the statement. Both are
     marked, so that ``settle_comments`` can put them back at the end of the line once the code
     is laid out again, if they fit there. A trailing comment on an over-long line inside
@@ -141,7 +144,7 @@ def lift_comments(source: str, drop_commas: bool = True) -> str:
         if not code.strip() or tok.string.startswith(("# fmt:", "# noqa", "# type:")):
             continue
         start = start_of.get(row, row)
-        bent = BRACKET_COMMENT.match(line) is not None
+        bent = BRACKET_LEAD.match(line) is not None
         if not bent and len(line) <= WIDTH:
             continue
         text = tok.string.lstrip("#").strip()

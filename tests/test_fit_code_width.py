@@ -179,3 +179,15 @@ def test_fit_leaves_a_cell_alone_rather_than_change_its_program():
         "DEPTHS, SEEDS = (6, 12, 24), range(8)"
     )
     assert fcw.unwrap_tuples("near, far = (a[:2], a[-2:])") == "near, far = a[:2], a[-2:]"
+
+
+def test_a_comment_that_broke_a_statement_open_moves_above_it():
+    source = (
+        "w_nopad = multi_head.multi_head_attention(X, X, params, h)[\n"
+        "    1\n"
+        "].attention.weights  # (B, h, T, S), the weights of every head of the layer"
+    )
+    assert fcw.fit(source).split("\n") == [
+        "# (B, h, T, S), the weights of every head of the layer",
+        "w_nopad = multi_head.multi_head_attention(X, X, params, h)[1].attention.weights",
+    ]
