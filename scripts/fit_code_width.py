@@ -247,12 +247,25 @@ def wrap_comment_lines(source: str) -> str:
     return "\n".join(out)
 
 
+def _sentences(block: list[str]) -> list[list[str]]:
+    """A block of comment texts cut where a line does not continue the one above (a line that
+    does not start in lower case starts a new group)."""
+    groups: list[list[str]] = []
+    for part in block:
+        if groups and part[:1].islower():
+            groups[-1].append(part)
+        else:
+            groups.append([part])
+    return groups
+
+
 def reflow_comment_blocks(source: str) -> str:
     """Re-wrap a block of full-line comments that an earlier wrap left with a stranded word.
 
-    A block (consecutive comment lines of one indentation) is re-wrapped as one paragraph when
-    one of its lines, not the last, is shorter than 25 characters and the next line continues
-    the sentence (starts in lower case); other blocks keep their line breaks.
+    Consecutive comment lines of one indentation are cut into groups, each a line and the
+    lines below it that continue it (start in lower case). A group is re-wrapped as one
+    paragraph when one of its lines, not the last, is shorter than 25 characters, or when it
+    fits on one line; other groups keep their line breaks.
     """
     lines = source.split("\n")
     out, i = [], 0
@@ -266,17 +279,15 @@ def reflow_comment_blocks(source: str) -> str:
         j = i
         while j < len(lines) and lines[j].startswith(indent + "# "):
             j += 1
-        block = [line[len(indent) + 2 :] for line in lines[i:j]]
-        stranded = any(
-            len(block[k]) < 25 and block[k + 1][:1].islower() for k in range(len(block) - 1)
-        )
-        if stranded:
+        for block in _sentences([line[len(indent) + 2 :] for line in lines[i:j]]):
             text = " ".join(part.strip() for part in block)
-            out += textwrap.wrap(
-                text, WIDTH, initial_indent=indent + "# ", subsequent_indent=indent + "# "
-            )
-        else:
-            out += lines[i:j]
+            stranded = any(len(block[k]) < 25 for k in range(len(block) - 1))
+            if stranded or (len(block) > 1 and len(indent) + 2 + len(text) <= WIDTH):
+                out += textwrap.wrap(
+                    text, WIDTH, initial_indent=indent + "# ", subsequent_indent=indent + "# "
+                )
+            else:
+                out += [indent + "# " + part for part in block]
         i = j
     return "\n".join(out)
 

@@ -191,3 +191,19 @@ def test_a_comment_that_broke_a_statement_open_moves_above_it():
         "# (B, h, T, S), the weights of every head of the layer",
         "w_nopad = multi_head.multi_head_attention(X, X, params, h)[1].attention.weights",
     ]
+
+
+def test_a_comment_broken_at_a_narrower_width_is_joined_when_it_fits():
+    source = (
+        "# what passes with the bug: shapes, the vocabulary, the cache's length,\n"
+        "# the first token\n"
+        "# Two sentences: this one\n"
+        "# Stays apart.\n"
+        "x = 1"
+    )
+    assert fcw.fit(source).split("\n") == [
+        "# what passes with the bug: shapes, the vocabulary, the cache's length, the first token",
+        "# Two sentences: this one",
+        "# Stays apart.",
+        "x = 1",
+    ]
