@@ -4,16 +4,20 @@ The page column shows at least 88 characters of code at 1280 px and wider, also 
 exercise or solution box. ``ruff format`` lays code out at 88 and joins what fits on one line
 (brackets, implicitly concatenated strings). What it would leave bent is put right:
 
-- a trailing comment that does not fit on its statement is moved, with the statement's
-  indentation, onto its own line above the statement; it stays at the end of the statement
-  when the statement fits on one line with it. (ruff would otherwise break the statement and
-  leave the comment behind a lone closing bracket: ``)  # (6, 3)``.) The trailing comma that
-  such a break left before the bracket goes too, so the statement can join again;
+- a trailing comment that does not fit on its line is moved onto its own line above the
+  statement (or above the item inside brackets) it describes, with that line's indentation;
+  it stays at the end of the line when the laid-out line fits with it. (ruff would otherwise
+  break the statement open and leave the comment behind a closing bracket: ``)  # (6, 3)``.)
+  The trailing comma that such a break left before the bracket goes too, so the statement can
+  join again;
 - a string literal split over lines into adjacent literals is re-packed into as few lines as
   fit (each piece joined to the one above while the line fits);
 - a docstring broken over lines with no blank line in it is joined when it fits on one line;
-- a block of full-line comments with a stranded short line is re-wrapped as one paragraph, and
-  a full-line comment over the width is wrapped.
+- in a block of full-line comments, a sentence broken over lines (continued in lower case) is
+  joined when it fits on one line, or re-wrapped when it has a stranded short line; a
+  full-line comment over the width is wrapped.
+
+A cell whose program (its AST, blind to layout) would change is left as it is.
 
 ``--check`` changes nothing and exits 1 when a cell would change or its code has damage a
 formatter cannot repair: a line that is only closing bracket(s) and a comment; a split string
