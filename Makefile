@@ -33,7 +33,7 @@ help:
 	@echo "make pdf            the print edition: the whole book as one PDF in _build/pdf"
 	@echo "make test           pytest over tests/ and nbval over every notebook (NB=... for one)"
 	@echo "make execute        re-execute notebooks in place to refresh stored outputs (NB=...)"
-	@echo "make format-notebooks  format the notebooks' code to the page column (72 characters)"
+	@echo "make format-notebooks  format the notebooks' code to 88 characters"
 	@echo "make test-portable  nbval again under other BLAS / SIMD kernels, then the timing chapters loaded"
 	@echo "make bench          side-by-side timing and memory ratios"
 	@echo "make mutants        apply each bug of mutants/ and check that the book catches it"
