@@ -4,7 +4,8 @@ Builds the book into a temporary folder, serves it on localhost, and opens every
 Per page: math is typeset by the local MathJax (no raw ``\\(`` left in the text); every image the
 page references exists in the build; notebook pages carry the Colab and Binder launch links.
 In the built HTML: each chapter's exercises are numbered from 1 (and so are their solutions and
-the exercises page), and its reading time stands under its title.
+the exercises page), and its reading time stands under its title. At 1280 px, light and dark, no
+code block and no display equation is wider than the page column.
 Skipped, with instructions, where Chromium is not installed (under CI a skip fails the run).
 """
 
@@ -24,6 +25,7 @@ import pytest
 
 from scripts.headless_chromium import CHROMIUM, OFFLINE_FLAGS
 from tests.notebooks import CHAPTERS, ROOT
+from tests.webdriver import browser, needs_browser  # noqa: F401  (fixture)
 
 sys.path.insert(0, str(ROOT / "_ext"))
 import reading_time  # noqa: E402
@@ -137,3 +139,57 @@ def test_the_reading_time_stands_under_the_title(site, chapter):
     under_title = rf'</h1>\s*<p class="reading-time"><em>{re.escape(line)}</em></p>'
     assert re.search(under_title, page), f"{chapter.stem}: no {line!r} under the title"
     assert page.count('class="reading-time"') == 1
+
+
+# Horizontal overflow at 1280 px: a code block or a display equation wider than the column
+# would hide its end behind a scrollbar that is easy to miss.
+OVERFLOW_JS = r"""
+const over = [];
+const wide = (el) => el.scrollWidth > el.clientWidth + 1;
+for (const pre of document.querySelectorAll('div.cell_input pre, div.highlight pre')) {
+  if (pre.offsetParent && !pre.closest('div.cell_output') && wide(pre)) {
+    over.push('code: ' + pre.textContent.slice(0, 60));
+  }
+}
+for (const eq of document.querySelectorAll('div.math')) {
+  if (!eq.offsetParent) continue;
+  const box = eq.querySelector('mjx-container') || eq;
+  const math = box.querySelector('mjx-math');
+  const width = math ? math.getBoundingClientRect().width : 0;
+  if (wide(box) || width > eq.clientWidth + 1) {
+    over.push('equation: ' + eq.textContent.trim().slice(0, 60));
+  }
+}
+return over;
+"""
+MATHJAX_DONE_JS = """
+const done = arguments[arguments.length - 1];
+let tries = 0;
+const wait = () => {
+  if (window.MathJax && MathJax.startup && MathJax.startup.promise) {
+    MathJax.startup.promise.then(() => done(true));
+  } else if (tries++ < 200) {
+    setTimeout(wait, 100);
+  } else {
+    done(false);
+  }
+};
+wait();
+"""
+
+
+@needs_browser
+@pytest.mark.parametrize("mode", ["light", "dark"])
+def test_no_code_or_equation_scrolls_sideways_at_1280_px(site, browser, mode):  # noqa: F811
+    _, url = site
+    browser.set_window_size(1280, 900)
+    assert browser.execute_script("return window.innerWidth") == 1280
+    found = {}
+    for path in CHAPTERS:
+        browser.get(f"{url}/chapters/{path.stem}.html")
+        browser.execute_script(f"document.documentElement.dataset.theme = '{mode}';")
+        assert browser.execute_async_script(MATHJAX_DONE_JS), f"{path.stem}: MathJax never ran"
+        over = browser.execute_script(OVERFLOW_JS)
+        if over:
+            found[path.stem] = over
+    assert not found, found
