@@ -21,8 +21,10 @@ A cell whose program (its AST, blind to layout) would change is left as it is.
 
 ``--check`` changes nothing and exits 1 when a cell would change or its code has damage a
 formatter cannot repair: a line that is only closing bracket(s) and a comment; a split string
-(two adjacent literals on consecutive lines that would fit joined on the first one); a line
-over 88 characters (a long string, say, for a human to shorten). Each is listed with its cell.
+(two adjacent literals on consecutive lines that would fit joined on the first one); a word
+or two stranded on a line of their own inside a docstring, or continuing a comment's sentence
+in lower case, where they fit on the line above; a line over 88 characters (a long string,
+say, for a human to shorten). Each is listed with its cell.
 
 ``--join-exploded`` also joins the brackets that a trailing comma holds open one item per
 line, wherever they fit on one line: for code that was formatted to a narrower width, whose
@@ -481,6 +483,38 @@ def _text(lines: list[str], start: tuple[int, int], end: tuple[int, int]) -> str
     return "\n".join([lines[r0 - 1][c0:], *lines[r0 : r1 - 1], lines[r1 - 1][:c1]])
 
 
+def _stranded(lines: list[str]) -> list[tuple[int, str]]:
+    """Lines of one or two words that a wrap left alone although they fit on the line above:
+    inside a docstring (any such line), or in a block of comments (a word that continues the
+    sentence above in lower case)."""
+    found = []
+    doc_rows = set()
+    try:
+        tree = ast.parse("\n".join(lines))
+    except SyntaxError:
+        tree = None
+    for node in ast.walk(tree) if tree else []:
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr):
+            value = body[0].value
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                doc_rows.update(range(value.lineno + 1, value.end_lineno))  # inner lines
+    for n in range(2, len(lines) + 1):
+        line, above = lines[n - 1], lines[n - 2]
+        text = line.strip()
+        if n in doc_rows and 0 < len(text.split()) <= 2 and above.strip():
+            if len(above) + 1 + len(text) <= WIDTH and not above.strip().startswith('"""'):
+                found.append((n, "a word stranded on its own line"))
+        is_comment = text.startswith("#") and above.strip().startswith("#")
+        same_indent = len(line) - len(line.lstrip()) == len(above) - len(above.lstrip())
+        words = text[1:].split()
+        if is_comment and same_indent and 0 < len(words) <= 2 and words[0][0].islower():
+            if not above.rstrip().endswith((".", ":", ";", "?", "!")):
+                if len(above) + 1 + len(text[1:].strip()) <= WIDTH:
+                    found.append((n, "a word stranded on its own line"))
+    return found
+
+
 def damage(source: str) -> list[tuple[int, str]]:
     """(line number, what) for each bent line, split string and line over the width."""
     found = []
@@ -491,6 +525,7 @@ def damage(source: str) -> list[tuple[int, str]]:
         if len(line) > WIDTH:
             found.append((n, f"{len(line)} characters"))
     tokens = _tokens(source)
+    found += _stranded(lines)
     for run in _string_runs(tokens or []):
         for (s0, e0), (s1, e1) in zip(run, run[1:], strict=False):
             a, b = _literal(_text(lines, s0, e0)), _literal(_text(lines, s1, e1))
@@ -535,7 +570,7 @@ def main(argv: list[str]) -> int:
     verb = "would change" if check else "changed"
     print(
         f"fit_code_width: {verb} {len(changed)} notebook(s); {len(damaged)} line(s) with"
-        f" damage (bracket-comment, split string, over {WIDTH})"
+        f" damage (bracket-comment, split string, stranded word, over {WIDTH})"
     )
     return 1 if (check and changed) or damaged else 0
 

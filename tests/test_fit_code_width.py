@@ -69,6 +69,15 @@ def test_a_clean_notebook_passes(tmp_path):
         (THREE_PIECES, "a string split where it fits joined on one line"),
         ('s = (\n    "abc "\n    "def"\n)', "a string split where it fits joined on one line"),
         (LONG_LINE, f"{len(LONG_LINE)} characters"),
+        (
+            'def f(x):\n    """Sum the rows of x, one by one, and\n    return\n    them.\n    """\n'
+            "    return x.sum(0)",
+            "a word stranded on its own line",
+        ),
+        (
+            "# the rows are summed one by one, and the result is\n# returned\ny = 1",
+            "a word stranded on its own line",
+        ),
     ],
     ids=[
         "bracket-comment",
@@ -77,6 +86,8 @@ def test_a_clean_notebook_passes(tmp_path):
         "three-pieces",
         "split-plain",
         "over-88",
+        "stranded-docstring-word",
+        "stranded-comment-word",
     ],
 )
 def test_check_fails_on_each_kind_of_damage(tmp_path, source, message):
@@ -207,3 +218,10 @@ def test_a_comment_broken_at_a_narrower_width_is_joined_when_it_fits():
         "# Stays apart.",
         "x = 1",
     ]
+
+
+def test_a_short_comment_that_stands_alone_is_not_stranded(tmp_path):
+    # a shape comment under a sentence, and a new sentence, are lines of their own
+    source = "# the sum over the seeds, then the mean.\n# (5,)\n# Then\ny = 1"
+    run = check(notebook(tmp_path, source))
+    assert run.returncode == 0 and "a word stranded" not in run.stdout, run.stdout
