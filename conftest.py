@@ -33,6 +33,9 @@ REFERENCE_MACHINE = "AMD EPYC (Zen 4), 2 vCPUs, OpenBLAS 0.3.31 SkylakeX kernels
 REFERENCE_SECONDS = 0.147
 
 LONG_SECONDS = 100  # a notebook with a longer budget starts before the test files
+# test files that take minutes (seconds on the reference machine, two workers): they start
+# with the long notebooks, so that no worker is left with one of them at the end
+SLOW_TEST_FILES = {"tests/test_pdf.py": 300, "tests/test_browser.py": 150}
 
 _seconds: dict[str, float] = defaultdict(float)
 _reference: list[float] = []
@@ -90,9 +93,9 @@ def _metadata(path: str) -> dict:
 
 
 def pytest_collection_modifyitems(session, config, items):
-    """Run order under pytest-xdist: the notebooks over ``LONG_SECONDS`` first (longest
-    first), then the test files, then the other notebooks (longest first), which are short and
-    so even out the workers' ends. Each notebook's cells keep their order."""
+    """Run order under pytest-xdist: the notebooks over ``LONG_SECONDS`` and the slow test
+    files first (longest first), then the other test files, then the other notebooks (longest
+    first), which are short and so even out the workers' ends. Each file keeps its order."""
     if not (_in_worker(config) or config.getoption("numprocesses", None)):
         return  # one process: the order of collection is as good as any
     budgets = {}
@@ -104,7 +107,8 @@ def pytest_collection_modifyitems(session, config, items):
     def rank(item):
         nb = _notebook(item.nodeid)
         if nb is None:
-            return (1, 0)
+            slow = SLOW_TEST_FILES.get(item.nodeid.split("::", 1)[0])
+            return (1, 0) if slow is None else (0, -slow)
         return (0 if budgets[nb] > LONG_SECONDS else 2, -budgets[nb])
 
     if budgets:

@@ -50,3 +50,34 @@ def test_a_notebook_over_its_scaled_budget_fails_the_session(rules, monkeypatch,
     monkeypatch.setattr(rules, "_seconds", {str(nb): 21.0})
     [problem] = rules._problems(Session)
     assert "over its budget of 10 s x 2.00" in problem
+
+
+def test_under_xdist_the_long_notebooks_and_slow_test_files_start_first(rules):
+    class Item:
+        def __init__(self, nodeid):
+            self.nodeid = nodeid
+
+    class Config:
+        def getoption(self, name, default=None):
+            return 2 if name == "numprocesses" else default
+
+    ids = [
+        "chapters/01_attention.ipynb::Cell 0",
+        "tests/test_attention.py::test_a",
+        "tests/test_pdf.py::test_b",
+        "chapters/11_ablations.ipynb::Cell 0",
+        "chapters/11_ablations.ipynb::Cell 1",
+        "tests/test_browser.py::test_c",
+        "chapters/10_experiment.ipynb::Cell 0",
+    ]
+    items = [Item(i) for i in ids]
+    rules.pytest_collection_modifyitems(None, Config(), items)
+    assert [it.nodeid for it in items] == [
+        "chapters/11_ablations.ipynb::Cell 0",
+        "chapters/11_ablations.ipynb::Cell 1",
+        "chapters/10_experiment.ipynb::Cell 0",
+        "tests/test_pdf.py::test_b",
+        "tests/test_browser.py::test_c",
+        "tests/test_attention.py::test_a",
+        "chapters/01_attention.ipynb::Cell 0",
+    ]
