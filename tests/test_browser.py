@@ -5,7 +5,8 @@ Per page: math is typeset by the local MathJax (no raw ``\\(`` left in the text)
 page references exists in the build; notebook pages carry the Colab and Binder launch links.
 In the built HTML: each chapter's exercises are numbered from 1 (and so are their solutions and
 the exercises page), and its reading time stands under its title. At 1280 px, light and dark, no
-code block and no display equation is wider than the page column.
+code block and no display equation is wider than the page column. Where the page's contents are
+not beside the article (below 1500 px), the article header's button opens them.
 Skipped, with instructions, where Chromium is not installed (under CI a skip fails the run).
 """
 
@@ -193,3 +194,24 @@ def test_no_code_or_equation_scrolls_sideways_at_1280_px(site, browser, mode):  
         if over:
             found[path.stem] = over
     assert not found, found
+
+
+# Below 1500 px the page's contents are not beside the article: the visible "On this page"
+# button of the article header must open them (in the theme's dialog) at every width.
+@needs_browser
+@pytest.mark.parametrize("width", [1100, 1280])
+def test_the_contents_open_from_the_article_header(site, browser, width):  # noqa: F811
+    from selenium.webdriver.common.by import By
+
+    _, url = site
+    browser.set_window_size(width, 900)
+    browser.get(f"{url}/chapters/01_attention.html")
+    assert not browser.find_element(By.CSS_SELECTOR, "div.bd-sidebar-secondary").is_displayed()
+    buttons = browser.find_elements(By.CSS_SELECTOR, "button.secondary-toggle")
+    visible = [button for button in buttons if button.is_displayed()]
+    assert len(visible) == 1, f"{len(visible)} visible contents buttons at {width} px"
+    visible[0].click()
+    dialog = browser.find_element(By.ID, "pst-secondary-sidebar-modal")
+    assert browser.execute_script("return arguments[0].open", dialog), "no contents dialog"
+    links = [a.text for a in dialog.find_elements(By.CSS_SELECTOR, "a") if a.is_displayed()]
+    assert "The derivation" in links and "Exercises" in links, links
