@@ -11,8 +11,9 @@ edition. The numbers cannot move between the two prints: every chapter starts on
 a number shares its line with its title; the build checks that they did not.
 
 The pages are then read back (poppler's pdftotext and pdftoppm) and the build fails on a
-chapter that does not start at the top of a page and on an empty code box (the box of a cell
-left at the foot of a page while its code moved on to the next). No network is used:
+chapter that does not start at the top of a page, on a contents number that does not stand on
+its title's line, and on an empty code box (the box of a cell left at the foot of a page while
+its code moved on to the next). No network is used:
 Chromium's background services are switched off.
 """
 
@@ -43,6 +44,7 @@ ENTRY = re.compile(
     r'(<li class="toctree-l1[^"]*">)'  # 1: the entry
     r'(<a class="reference internal[^"]*" href="#document-[^"]+">)(.*?)</a>'  # 2: link, 3: title
 )
+LETTER_WIDTH = 612.0  # pt: Chromium prints on US Letter
 DPI = 30  # enough to see a code box (about 14 pixels a line of code)
 
 
@@ -156,16 +158,50 @@ def empty_boxes(image: Image.Image, min_rows: int = 4) -> list[tuple[int, int]]:
     return bands
 
 
+def page_words(pdf: Path, last: int) -> list[tuple[int, float, float, str]]:
+    """(page, left, baseline, text) of every word on pages 1..last (pdftotext's boxes, in pt)."""
+    run = subprocess.run(
+        ["pdftotext", "-bbox", "-f", "1", "-l", str(last), str(pdf), "-"],
+        capture_output=True,
+        text=True,
+    )
+    run.check_returncode()
+    words = []
+    for page, body in enumerate(run.stdout.split("<page ")[1:], start=1):
+        for x, y, text in re.findall(r'<word xMin="([\d.]+)" yMin="[\d.]+" xMax="[\d.]+" '
+                                     r'yMax="([\d.]+)">([^<]*)</word>', body):  # fmt: skip
+            words.append((page, float(x), float(y), html.unescape(text)))
+    return words
+
+
+def numbers_off_the_line(words: list[tuple[int, float, float, str]], width: float) -> list[str]:
+    """Page numbers of the contents (a number in the right fifth of a page ``width`` pt wide)
+    that do not stand on the baseline of a title's words (within 0.5 pt)."""
+    right = 0.8 * width
+    off = []
+    for page, x, y, text in words:
+        if x >= right and text.isdigit():
+            line = [w for p, wx, wy, w in words if p == page and wx < right and abs(wy - y) < 0.5]
+            if not line:
+                off.append(f"{text} (page {page})")
+    return off
+
+
 def page_images(pdf: Path, folder: Path) -> list[Path]:
     subprocess.run(["pdftoppm", "-r", str(DPI), "-gray", str(pdf), str(folder / "p")], check=True)
     return sorted(folder.glob("p-*.pgm"))
 
 
 def problems(pdf: Path, titles: list[str]) -> list[str]:
-    """What is wrong with the pages of ``pdf``: chapters that do not start a page, empty boxes."""
+    """What is wrong with the pages of ``pdf``: chapters that do not start a page, contents
+    numbers off their title's line, empty boxes."""
     found = []
     starts = start_pages(page_texts(pdf), titles)
     found += [f"{t!r} does not start at the top of a page" for t, p in starts.items() if p is None]
+    if starts[titles[0]]:
+        words = page_words(pdf, starts[titles[0]] - 1)  # the pages of the contents
+        off = numbers_off_the_line(words, width=LETTER_WIDTH)
+        found += [f"contents: {n} is not on its title's line" for n in off]
     with tempfile.TemporaryDirectory() as tmp:
         for i, path in enumerate(page_images(pdf, Path(tmp)), start=1):
             found += [f"page {i}: an empty code box, rows {a}-{b} at {DPI} dpi" for a, b in

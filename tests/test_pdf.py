@@ -9,6 +9,7 @@ instructions, where Chromium or poppler is missing (under CI a skip fails the ru
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
@@ -152,3 +153,13 @@ def test_the_empty_box_check_sees_an_empty_box_and_only_that():
     assert build_pdf.empty_boxes(Image.fromarray(a)) == []
     two = page_with((5, 30, 247, [10, 20]), (60, 66, 247, []))
     assert build_pdf.empty_boxes(two) == [(60, 66)]
+
+
+def test_a_contents_number_off_its_titles_line_is_found():
+    # (page, left, baseline, text) in pt, as pdftotext's boxes give them, on a 612 pt page
+    title = [(1, 88.0, 199.3, "Scaled"), (1, 128.0, 199.3, "attention")]
+    off = functools.partial(build_pdf.numbers_off_the_line, width=612.0)
+    assert off([*title, (1, 569.0, 199.3, "34")]) == []
+    assert off([*title, (1, 569.0, 196.3, "34")]) == ["34 (page 1)"]
+    # a number inside a line of text is not a contents number
+    assert off([*title, (1, 300.0, 150.0, "2017")]) == []
