@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 
 from npformer.attention import AttentionCache, _attention, _attention_backward
-from npformer.positions import alibi_bias, apply_rope
+from npformer.positions import alibi_bias, alibi_slopes, apply_rope
 from npformer.reductions import _sum_last, _sum_rows
 from npformer.validation import (
     array_dict,
@@ -418,11 +418,19 @@ class AttentionLayerCache(NamedTuple):
 
 
 @functools.lru_cache(maxsize=32)
-def _alibi_bias(num_heads: int, T: int, dtype: np.dtype) -> np.ndarray:
-    """(h, T, T) ALiBi's penalty -lambda_k |i - j| in ``dtype`` (read-only, reused)."""
-    bias = alibi_bias(num_heads, T).astype(dtype)
+def _alibi_bias(num_heads: int, T: int, S: int, dtype: np.dtype) -> np.ndarray:
+    """(h, T, S) ALiBi's penalty -lambda_k |i - j| for the last T of S positions, in ``dtype``
+    (read-only, reused)."""
+    bias = alibi_bias(num_heads, T, S).astype(dtype)
     bias.flags.writeable = False
     return bias
+
+
+def _alibi_bias_at(num_heads: int, position_ids, S: int, dtype: np.dtype) -> np.ndarray:
+    """(h, T, S) ALiBi's penalty -lambda_k |p_i - j| for queries at ``position_ids`` (T,) and
+    keys at 0 ... S - 1."""
+    dist = np.abs(np.arange(S)[None, :] - position_ids[:, None])  # (T, S)
+    return (-alibi_slopes(num_heads)[:, None, None] * dist).astype(dtype)  # (h, T, S)
 
 
 def _self_attention(
@@ -437,6 +445,9 @@ def _self_attention(
     positions="learned",
     rope_scale=1.0,
     head_edit=None,
+    kv_cache=None,
+    layer=0,
+    position_ids=None,
 ):
     """Causal multi-head self-attention of the decoder, on x (B, T, d); no input checks.
 
@@ -445,6 +456,14 @@ def _self_attention(
     ALiBi adds its bias; then the attention core of
     ``npformer.attention`` (its causal fast path when ``mask`` is None, else ``mask``, True =
     may attend); the heads merged and projected by W_o. Returns (out (B, T, d), cache).
+
+    With a ``kv_cache`` (``npformer.kv_cache.KVCache``) the T rows are new positions after the
+    ``kv_cache.length`` cached ones: their keys and values are written into the cache's slice
+    of ``layer`` and the T queries attend to all S = length + T keys, the last T of them
+    causally (the core's causal mask with an offset), so that a prefill and one token at a time
+    give the logits of one pass over the whole sequence. ``position_ids`` (T,) are the
+    positions RoPE and ALiBi give the queries (default: length ... length + T - 1); the keys
+    sit at their slots 0 ... S - 1.
 
     ``head_edit(weights (B, h, T, S), v (B, h, T, d_h), heads (B, h, T, d_h))``, when given,
     returns the heads' outputs to merge instead of ``heads`` = weights @ v: the hook through
@@ -457,11 +476,22 @@ def _self_attention(
     qkv = x.reshape(B * T, d) @ W_qkv  # (B T, 3d): one BLAS call, not one per sequence
     qkv += b_qkv
     q, k, v = qkv.reshape(B, T, 3, num_heads, d_h).transpose(2, 0, 3, 1, 4)  # 3 x (B, h, T, d_h)
+    start = 0 if kv_cache is None else kv_cache.length  # positions already cached
     rope = None
     if positions == "rope":  # rotate pair i of the query and key at position m by m w_i
-        rope = np.arange(T) * rope_scale if rope_scale != 1.0 else np.arange(T)  # (T,)
+        rope = np.arange(start, start + T) if position_ids is None else position_ids  # (T,)
+        if rope_scale != 1.0:
+            rope = rope * rope_scale
         q, k = apply_rope(q, rope), apply_rope(k, rope)
-    bias = _alibi_bias(num_heads, T, x.dtype) if positions == "alibi" else None
+    if kv_cache is not None:
+        k, v = kv_cache.write(layer, k, v)  # (B, h, S, d_h): every key and value so far
+    S = k.shape[2]
+    bias = None
+    if positions == "alibi":
+        if position_ids is None:
+            bias = _alibi_bias(num_heads, T, S, x.dtype)  # (h, T, S)
+        else:
+            bias = _alibi_bias_at(num_heads, position_ids, S, x.dtype)  # (h, T, S)
     factor = 1.0 / math.sqrt(d_h) if scale else 1.0
     causal = mask is None  # the default mask: the core's causal fast path
     ctx, core = _attention(q, k, v, factor, mask, bias, causal)  # (B, h, T, d_h)
@@ -570,26 +600,30 @@ def _names(config, layer: int) -> tuple:
     return q, q + "attn.", tuple((n, q + "ffn." + n) for n in ffn)
 
 
-def _block_forward(x, params, config, layer, mask, head_edit=None):
+def _block_forward(
+    x, params, config, layer, mask, head_edit=None, kv_cache=None, position_ids=None
+):
     """Block ``layer`` of the decoder on x (B, T, d): pre-LN x + f(LN(x)) or post-LN LN(x + f(x)),
     for f the self-attention then the FFN. ``params`` holds the decoder's flat names
-    ("block0.attn.W_qkv", ...), ``config`` is its DecoderConfig; ``head_edit`` as in
-    ``_self_attention``. Returns (x2 (B, T, d), cache); x2 is a new array.
+    ("block0.attn.W_qkv", ...), ``config`` is its DecoderConfig; ``head_edit``, ``kv_cache``
+    and ``position_ids`` as in ``_self_attention``. Returns (x2 (B, T, d), cache); x2 is a new
+    array.
     """
     q, a, ffn_names = _names(config, layer)
     ffn = {short: params[full] for short, full in ffn_names}
     attn_args = (params[a + "W_qkv"], params[a + "b_qkv"], params[a + "W_o"], params[a + "b_o"])
     eps, heads = config.ln_eps, (config.num_heads, config.scale)
     positions = (config.positions, config.rope_scale)
+    hooks = dict(head_edit=head_edit, kv_cache=kv_cache, layer=layer, position_ids=position_ids)
     if config.ln == "pre":  # x + f(LN(x))
         h1, c_ln1 = _layer_norm(x, params[q + "ln1.gamma"], params[q + "ln1.beta"], eps)
-        x1, c_attn = _self_attention(h1, *attn_args, *heads, mask, *positions, head_edit=head_edit)
+        x1, c_attn = _self_attention(h1, *attn_args, *heads, mask, *positions, **hooks)
         x1 += x
         h2, c_ln2 = _layer_norm(x1, params[q + "ln2.gamma"], params[q + "ln2.beta"], eps)
         x2, c_ffn = _feed_forward(h2, ffn, config.activation)
         x2 += x1
     else:  # LN(x + f(x))
-        s1, c_attn = _self_attention(x, *attn_args, *heads, mask, *positions, head_edit=head_edit)
+        s1, c_attn = _self_attention(x, *attn_args, *heads, mask, *positions, **hooks)
         s1 += x
         x1, c_ln1 = _layer_norm(s1, params[q + "ln1.gamma"], params[q + "ln1.beta"], eps)
         s2, c_ffn = _feed_forward(x1, ffn, config.activation)

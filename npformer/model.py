@@ -39,10 +39,19 @@ from npformer.block import (  # noqa: F401 (AttentionLayerCache, BlockCache: re-
     block_num_params,
     block_parameter_shapes,
 )
+from npformer.kv_cache import KVCache, check_cache
 from npformer.optim import pack, zeros_like_packed
 from npformer.positions import sinusoidal_positions
 from npformer.reductions import _max_last, _ones, _sum_last, _sum_rows
-from npformer.validation import array_dict, bool_mask, divisible, flag, generator, positive_number
+from npformer.validation import (
+    array_dict,
+    bool_mask,
+    divisible,
+    flag,
+    generator,
+    int_at_least,
+    positive_number,
+)
 
 LN_PLACEMENTS = ("pre", "post")
 
@@ -285,37 +294,97 @@ def _sinusoid_table(T: int, d: int, dtype: np.dtype) -> np.ndarray:
 # ----------------------------------------------------------------------------- the model
 
 
-def forward(params: dict, config: DecoderConfig, tokens, attn_mask=None):
+def forward(
+    params: dict,
+    config: DecoderConfig,
+    tokens,
+    attn_mask=None,
+    cache=None,
+    positions=None,
+    head_edit=None,
+    residual_edit=None,
+):
     """Logits of the next token at every position.
 
     x_0 = tok_emb[tokens] + pos_emb[:T]; x_l = block_l(x_{l-1}); logits = LN_f(x_L) W_out + b_out.
-    ``attn_mask`` (bool, True = may attend, broadcasting to (B, h, T, T)) replaces the default
+    ``attn_mask`` (bool, True = may attend, broadcasting to (B, h, T, S)) replaces the default
     causal mask, e.g. to let a prompt attend both ways.
-    Shapes: tokens (B, T) integer ids < vocab_size, T <= max_len.
-    Returns (logits (B, T, vocab_size) in the parameters' dtype, DecoderCache).
+
+    ``cache``, a ``KVCache`` from ``decoder_cache``, makes the T tokens the positions after the
+    ``cache.length`` ones it holds: every block writes their keys and values into it and
+    attends to all S = cache.length + T of them, and the cache then advances by T. A prefill
+    followed by one token per call gives the logits of one pass over the whole sequence, for
+    every position scheme. ``positions`` (T,) overrides the position ids of the tokens (default:
+    cache.length ... cache.length + T - 1, or 0 ... T - 1 without a cache).
+
+    Hooks, for forward passes only (under an edit the returned cache mixes edited and unedited
+    values, which no backward pass may use): ``head_edit(layer, weights, v, heads)`` is called
+    in every block's attention (weights (B, h, T, S), v and heads (B, h, T, d_h)) and returns
+    the heads' outputs to use; ``residual_edit(layer, x)`` is called on the residual stream
+    (B, T, d) after every block and returns the stream to go on with.
+    Shapes: tokens (B, T) integer ids < vocab_size, S <= max_len for learned positions.
+    Returns (logits (B, T, vocab_size) in the parameters' dtype, DecoderCache); the
+    DecoderCache of a cached pass is for reading only (``backward`` needs an uncached one).
     """
     fn = "forward"
-    _check_params(fn, params, config)
+    dtype = _check_params(fn, params, config)
     tokens = check_tokens(fn, "tokens", tokens, config)
     B, T = tokens.shape
+    start = 0
+    if cache is not None:
+        check_cache(fn, cache, config.num_layers, B, config.num_heads, config.d_head, T, dtype)
+        start = cache.length
+    if positions is not None:
+        positions = _check_positions(fn, positions, T, config)
+    elif config.positions == "learned" and start + T > config.max_len:
+        raise ValueError(
+            f"{fn}: tokens of shape {tokens.shape} after the {start} cached positions reach "
+            f"position {start + T - 1}, outside the {config.max_len} rows of the position table"
+        )
     if attn_mask is not None:
         attn_mask = bool_mask(
-            fn, attn_mask, (B, config.num_heads, T, T), "scores of shape", "attn_mask"
+            fn, attn_mask, (B, config.num_heads, T, start + T), "scores of shape", "attn_mask"
         )
-    return _forward(params, config, tokens, attn_mask)
+    for name, hook in (("head_edit", head_edit), ("residual_edit", residual_edit)):
+        if hook is not None and not callable(hook):
+            raise ValueError(f"{fn}: {name} must be None or a function, got {type(hook).__name__}")
+    return _forward(params, config, tokens, attn_mask, cache, positions, head_edit, residual_edit)
 
 
-def _forward(params, config, tokens, attn_mask, head_edit=None, residual_edit=None):
-    """``forward`` without input checks, with two hooks for the interventions of chapters 11-12.
+def _check_positions(fn, positions, T, config):
+    """Position ids: T non-negative integers, inside the position table if it is learned."""
+    positions = np.asarray(positions)
+    if positions.shape != (T,) or not np.issubdtype(positions.dtype, np.integer):
+        raise ValueError(
+            f"{fn}: positions must be {T} integer ids, one per token, got shape "
+            f"{positions.shape} and dtype {positions.dtype}"
+        )
+    high = config.max_len if config.positions == "learned" else np.inf
+    if positions.min() < 0 or positions.max() >= high:
+        raise ValueError(
+            f"{fn}: positions of shape {positions.shape} hold ids in "
+            f"[{positions.min()}, {positions.max()}], outside [0, {high})"
+        )
+    return positions
 
-    ``head_edit(layer, weights, v, heads)`` is called in every block's attention (see
-    ``npformer.block._self_attention``) and returns the heads' outputs to use;
-    ``residual_edit(layer, x)`` is called on the residual stream after every block and returns
-    the stream to go on with. Both are for forward passes only: under an edit the cache mixes
-    edited and unedited values, and no backward pass may use it.
-    """
+
+def _forward(
+    params,
+    config,
+    tokens,
+    attn_mask,
+    cache=None,
+    positions=None,
+    head_edit=None,
+    residual_edit=None,
+):
+    """``forward`` without input checks (its callers in this module check once)."""
     B, T = tokens.shape
-    x, blocks = _forward_blocks(params, config, tokens, attn_mask, head_edit, residual_edit)
+    x, blocks = _forward_blocks(
+        params, config, tokens, attn_mask, head_edit, residual_edit, cache, positions
+    )
+    if cache is not None:
+        cache.advance(T)
     c_f = None
     if config.final_ln:
         x, c_f = _layer_norm(x, params["ln_f.gamma"], params["ln_f.beta"], config.ln_eps)
@@ -324,32 +393,101 @@ def _forward(params, config, tokens, attn_mask, head_edit=None, residual_edit=No
     return logits.reshape(B, T, -1), DecoderCache(tokens, blocks, x, c_f, params, config)
 
 
-def _embed(params, config, tokens):
-    """x_0 = tok_emb[tokens] (+ the learned or sinusoidal position table): a new (B, T, d)."""
+def _embed(params, config, tokens, start=0, positions=None):
+    """x_0 = tok_emb[tokens] (+ the learned or sinusoidal position table): a new (B, T, d).
+
+    The position rows are ``positions`` (T,), or start ... start + T - 1 when it is None.
+    """
     T = tokens.shape[1]
     x = params["tok_emb"][tokens]  # (B, T, d) a copy
     if config.positions == "learned":
-        x += params["pos_emb"][:T]
+        x += (
+            params["pos_emb"][start : start + T]
+            if positions is None
+            else params["pos_emb"][positions]
+        )
     elif config.positions == "sinusoidal":
-        x += _sinusoid_table(T, config.d_model, x.dtype)
+        if positions is None:
+            x += _sinusoid_table(start + T, config.d_model, x.dtype)[start:]
+        else:
+            x += _sinusoid_table(int(positions.max()) + 1, config.d_model, x.dtype)[positions]
     return x
 
 
-def _forward_blocks(params, config, tokens, attn_mask, head_edit=None, residual_edit=None):
-    """Embeddings and blocks, without the final layer norm and output layer (hooks: ``_forward``).
+def _forward_blocks(
+    params,
+    config,
+    tokens,
+    attn_mask,
+    head_edit=None,
+    residual_edit=None,
+    cache=None,
+    positions=None,
+):
+    """Embeddings and blocks, without the final layer norm and output layer (hooks, cache and
+    positions: ``forward``; the cache is written but not advanced).
 
     Returns (x_L (B, T, d), [BlockCache of each block]); every intermediate x_l is a new array
     (no block writes into its input), so callers may keep them.
     """
-    x = _embed(params, config, tokens)  # (B, T, d)
+    start = 0 if cache is None else cache.length
+    x = _embed(params, config, tokens, start, positions)  # (B, T, d)
     blocks = []
     for layer in range(config.num_layers):
         edit = None if head_edit is None else functools.partial(head_edit, layer)
-        x, c = _block_forward(x, params, config, layer, attn_mask, edit)
+        x, c = _block_forward(x, params, config, layer, attn_mask, edit, cache, positions)
         if residual_edit is not None:
             x = residual_edit(layer, x)
         blocks.append(c)
     return x, blocks
+
+
+def decoder_cache(config: DecoderConfig, batch: int, max_len: int | None = None, dtype=np.float64):
+    """An empty ``KVCache`` for ``forward`` with ``config``: keys and values of every block.
+
+    One key-value head per query head (the decoder is multi-head), room for ``max_len``
+    positions (default: the rows of the position table).
+    Returns a KVCache whose K and V have shape (num_layers, batch, h, max_len, d_h).
+    """
+    fn = "decoder_cache"
+    check_config(fn, config)
+    max_len = config.max_len if max_len is None else max_len
+    return KVCache(config.num_layers, batch, config.num_heads, max_len, config.d_head, dtype)
+
+
+def generate_greedy_with_cache(
+    params: dict, config: DecoderConfig, start, num_new: int, position_offset=True
+):
+    """Greedy decoding through a KV cache: one prefill over ``start``, then one token per step.
+
+    Each step is ``forward`` on the newest token with the cache (argmax, ties to the lowest
+    id): token for token what ``npformer.train.generate(model_logits(params, config), start,
+    num_new)`` returns without a cache. ``position_offset=False`` gives each new token the
+    position ids of a fresh sequence (0 for a single token): the classic bug, kept here so
+    that the chapter can show which check catches it.
+
+    Shapes: start (B, t0) integer ids. Returns the generated tokens only, (B, num_new) int64.
+    """
+    fn = "generate_greedy_with_cache"
+    _check_params(fn, params, config)
+    tokens = check_tokens(fn, "start", start, config)
+    num_new = int_at_least(fn, "num_new", num_new, minimum=0)
+    flag(fn, "position_offset", position_offset)
+    B, t0 = tokens.shape
+    if config.positions == "learned" and t0 + num_new - 1 > config.max_len:
+        raise ValueError(
+            f"{fn}: start of shape {tokens.shape} and num_new={num_new} need "
+            f"{t0 + num_new - 1} positions, more than the {config.max_len} of the table"
+        )
+    out = np.empty((B, num_new), dtype=np.int64)
+    cache = decoder_cache(config, B, max(t0 + num_new - 1, 1), params["tok_emb"].dtype)
+    new = tokens
+    for step in range(num_new):
+        positions = None if position_offset else np.arange(new.shape[1])
+        logits, _ = _forward(params, config, new, None, cache, positions)  # (B, n, vocab)
+        out[:, step] = logits[:, -1].argmax(axis=-1)  # (B,) ties go to the lowest id
+        new = out[:, step : step + 1]  # (B, 1) the next input
+    return out
 
 
 def hidden_states(params: dict, config: DecoderConfig, tokens, attn_mask=None) -> list:

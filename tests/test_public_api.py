@@ -675,10 +675,46 @@ API = {
     "model.forward": Row(
         M.forward,
         lambda: dict(params=PARAMS, config=CFG, tokens=TOKENS, attn_mask=np.ones((3, 3), bool)),
-        dict(params=Params(), config=Config(), tokens=Tokens(), attn_mask=Mask()),
+        dict(
+            params=Params(),
+            config=Config(),
+            tokens=Tokens(),
+            attn_mask=Mask(),
+            cache=Cache(),
+            positions=Tokens(rank=1),
+            head_edit=Func(),
+            residual_edit=Func(),
+        ),
         extra=[
-            ("longer than max_len", dict(tokens=np.zeros((1, 7), int), attn_mask=None), "tokens")
+            ("longer than max_len", dict(tokens=np.zeros((1, 7), int), attn_mask=None), "tokens"),
+            ("cache of another batch", dict(cache=M.decoder_cache(CFG, 3)), "cache has shape"),
+            (
+                "cache too short",
+                dict(cache=M.decoder_cache(CFG, 2, 2), attn_mask=None),
+                "max_len 2",
+            ),
+            ("positions of another length", dict(positions=np.arange(2)), "positions"),
+            ("position past the table", dict(positions=np.array([0, 1, 6])), "positions"),
         ],
+    ),
+    "model.decoder_cache": Row(
+        M.decoder_cache,
+        lambda: dict(config=CFG, batch=2, max_len=4),
+        dict(config=Config(), batch=Size(), max_len=Size(), dtype=DType()),
+    ),
+    "model.generate_greedy_with_cache": Row(
+        M.generate_greedy_with_cache,
+        lambda: dict(
+            params=PARAMS, config=CFG, start=TOKENS[:, :1], num_new=2, position_offset=True
+        ),
+        dict(
+            params=Params(),
+            config=Config(),
+            start=Tokens(),
+            num_new=Size(0),
+            position_offset=Flag(),
+        ),
+        extra=[("past the position table", dict(num_new=7), "start of shape")],
     ),
     "model.hidden_states": Row(
         M.hidden_states,
@@ -1403,40 +1439,33 @@ PENDING = {
                 cache=Cache(),
             ),
         ),
-        "kv_cache.decoder_cache": Row(
-            "kv_cache.decoder_cache",
-            lambda: dict(config=CFG, batch=2, max_len=4),
-            dict(config=Config(), batch=Size(), max_len=Size(), dtype=DType()),
-        ),
-        "kv_cache.decoder_forward_with_cache": Row(
-            "kv_cache.decoder_forward_with_cache",
+        "kv_cache.check_cache": Row(
+            "kv_cache.check_cache",
             lambda: dict(
-                params=PARAMS,
-                config=CFG,
-                tokens=TOKENS,
-                cache=mod("kv_cache").decoder_cache(CFG, 2),
-                positions=np.arange(3),
+                fn="f",
+                cache=mod("kv_cache").KVCache(1, 2, 1, 4, 2),
+                num_layers=1,
+                batch=2,
+                num_kv_heads=1,
+                d_head=2,
+                n=1,
+                dtype=np.float64,
             ),
             dict(
-                params=Params(),
-                config=Config(),
-                tokens=Tokens(),
+                fn=Free("the name of the calling function, for its message"),
                 cache=Cache(),
-                positions=Tokens(rank=1),
+                num_layers=Free("the sizes the cache is compared with: any mismatch is refused"),
+                batch=Free("the sizes the cache is compared with"),
+                num_kv_heads=Free("the sizes the cache is compared with"),
+                d_head=Free("the sizes the cache is compared with"),
+                n=Free("the sizes the cache is compared with"),
+                dtype=Free("compared with the cache's dtype"),
             ),
-        ),
-        "kv_cache.generate_greedy_with_cache": Row(
-            "kv_cache.generate_greedy_with_cache",
-            lambda: dict(
-                params=PARAMS, config=CFG, start=TOKENS[:, :1], num_new=2, position_offset=True
-            ),
-            dict(
-                params=Params(),
-                config=Config(),
-                start=Tokens(),
-                num_new=Size(0),
-                position_offset=Flag(),
-            ),
+            extra=[
+                ("too many new positions", dict(n=5), "max_len 4"),
+                ("another batch", dict(batch=3), "cache has shape"),
+                ("another dtype", dict(dtype=np.float32), "cache holds float64"),
+            ],
         ),
     },
     "blocked_attention": {
@@ -2431,6 +2460,9 @@ KNOWN_GAPS = {
     ("kv_cache.grouped_query_attention", "cache", "wrong type"): _CH09,
     ("kv_cache.grouped_query_attention", "layer", "None"): _CH09,
     ("kv_cache.grouped_query_attention", "layer", "str"): _CH09,
+    ("kv_cache.grouped_query_attention", "layer", "float"): _CH09,
+    ("kv_cache.grouped_query_attention", "layer", "bool"): _CH09,
+    ("kv_cache.grouped_query_attention", "layer", "below 0"): _CH09,
     ("validation.divisible", "h", "bool"): "True passes as 1; " + _CH09,
 }
 
