@@ -401,11 +401,8 @@ def _embed(params, config, tokens, start=0, positions=None):
     T = tokens.shape[1]
     x = params["tok_emb"][tokens]  # (B, T, d) a copy
     if config.positions == "learned":
-        x += (
-            params["pos_emb"][start : start + T]
-            if positions is None
-            else params["pos_emb"][positions]
-        )
+        table = params["pos_emb"]  # (max_len, d)
+        x += table[start : start + T] if positions is None else table[positions]
     elif config.positions == "sinusoidal":
         if positions is None:
             x += _sinusoid_table(start + T, config.d_model, x.dtype)[start:]
