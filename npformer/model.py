@@ -22,143 +22,42 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
 from npformer.block import (  # noqa: F401 (AttentionLayerCache, BlockCache: re-exported)
-    ACTIVATIONS,
     AttentionLayerCache,
     BlockCache,
-    _block_backward,
-    _block_forward,
-    _layer_norm,
-    _layer_norm_backward,
-    _store_ln,
+    block_backward,
+    block_forward,
     block_num_params,
     block_parameter_shapes,
+    final_norm,
+    final_norm_backward,
+)
+from npformer.config import (  # noqa: F401 (the config's names: re-exported for readers)
+    ACTIVATIONS,
+    LN_PLACEMENTS,
+    POSITION_SCHEMES,
+    DecoderConfig,
+    PositionScheme,
+    check_config,
+    position_scheme,
 )
 from npformer.kv_cache import KVCache, check_cache
 from npformer.optim import pack, zeros_like_packed
 from npformer.positions import sinusoidal_positions
-from npformer.reductions import _max_last, _ones, _sum_last, _sum_rows
+from npformer.reductions import cached_ones, max_last, sum_last, sum_rows
 from npformer.validation import (
     array_dict,
     bool_mask,
-    divisible,
     flag,
     generator,
     int_at_least,
-    positive_number,
 )
 
-LN_PLACEMENTS = ("pre", "post")
-
-#: Where the decoder's position information comes from (chapter 05): a learned table added to
-#: the embeddings, the fixed sinusoidal table added to them, rotary queries and keys in every
-#: attention layer, ALiBi's linear distance penalty on the scores, or nothing at all.
-POSITION_SCHEMES = ("learned", "sinusoidal", "rope", "alibi", "none")
-
-
-class PositionScheme(str):
-    """A name from ``POSITION_SCHEMES`` that is false only for "none".
-
-    True and False are accepted for "learned" and "none", so ``if config.positions:`` asks
-    whether the model has any position information.
-    """
-
-    __slots__ = ()
-
-    def __bool__(self) -> bool:
-        return self != "none"
-
-
-def position_scheme(fn: str, value) -> PositionScheme:
-    """``value`` as a PositionScheme: a name of ``POSITION_SCHEMES``, or True / False for
-    "learned" / "none"; anything else raises ValueError naming it."""
-    if isinstance(value, (bool, np.bool_)):
-        return PositionScheme("learned" if value else "none")
-    if not isinstance(value, str) or value not in POSITION_SCHEMES:
-        raise ValueError(
-            f"{fn}: positions must be one of {POSITION_SCHEMES} (or True / False for "
-            f"'learned' / 'none'), got {value!r}"
-        )
-    return PositionScheme(value)
-
-
-@dataclass(frozen=True)
-class DecoderConfig:
-    """Hyper-parameters of the decoder-only model.
-
-    ``max_len`` is the number of rows of the learned position table (sequences may be shorter);
-    ``ln`` is "pre" (x + f(LN(x))) or "post" (LN(x + f(x))); ``scale`` divides the attention
-    scores by sqrt(d_h); ``activation`` is "relu", "gelu" or "swiglu"; ``final_ln`` adds a
-    layer norm before the output. ``positions`` is one of ``POSITION_SCHEMES``: "learned" (a
-    table of ``max_len`` rows added to the embeddings, the default), "sinusoidal" (the fixed
-    table, no parameters; needs an even d_model), "rope" (queries and keys rotated in every
-    layer; needs an even d_h), "alibi" (a per-head linear penalty on the scores) or "none" (an
-    ablation). True and False are read as "learned" and "none". Only "learned" limits the
-    sequence length to ``max_len``. ``rope_scale`` multiplies the positions RoPE turns by
-    (m -> m * rope_scale): position interpolation (Chen et al. 2023) sets it to n_train / n.
-    """
-
-    vocab_size: int
-    d_model: int
-    num_heads: int
-    num_layers: int
-    d_ff: int
-    max_len: int
-    ln: str = "pre"
-    scale: bool = True
-    activation: str = "relu"
-    positions: str = "learned"
-    final_ln: bool = True
-    ln_eps: float = 1e-5
-    rope_scale: float = 1.0
-
-    def __post_init__(self):
-        fn = "DecoderConfig"
-        for name in ("vocab_size", "d_model", "num_heads", "num_layers", "d_ff", "max_len"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{fn}: {name} must be a positive integer, got {value!r}")
-        divisible(fn, self.d_model, self.num_heads)
-        if self.ln not in LN_PLACEMENTS:
-            raise ValueError(f"{fn}: ln must be one of {LN_PLACEMENTS}, got {self.ln!r}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(
-                f"{fn}: activation must be one of {ACTIVATIONS}, got {self.activation!r}"
-            )
-        positive_number(fn, "ln_eps", self.ln_eps)
-        positive_number(fn, "rope_scale", self.rope_scale)
-        flag(fn, "scale", self.scale)
-        flag(fn, "final_ln", self.final_ln)
-        object.__setattr__(self, "positions", position_scheme(fn, self.positions))
-        if self.positions == "sinusoidal" and self.d_model % 2:
-            raise ValueError(
-                f"{fn}: positions='sinusoidal' needs an even d_model (sin/cos pairs), "
-                f"got d_model={self.d_model}"
-            )
-        if self.positions == "rope" and self.d_head % 2:
-            raise ValueError(
-                f"{fn}: positions='rope' needs an even d_head (RoPE rotates pairs), got "
-                f"d_head={self.d_head} (d_model={self.d_model}, num_heads={self.num_heads})"
-            )
-
-    @property
-    def d_head(self) -> int:
-        return self.d_model // self.num_heads
-
-
 # ----------------------------------------------------------------------------- parameters
-
-
-def check_config(fn: str, config) -> DecoderConfig:
-    """Return ``config`` if it is a DecoderConfig, or raise ValueError naming its type."""
-    if not isinstance(config, DecoderConfig):
-        raise ValueError(f"{fn}: config must be a DecoderConfig, got {type(config).__name__}")
-    return config
 
 
 def parameter_shapes(config: DecoderConfig) -> dict[str, tuple[int, ...]]:
@@ -387,7 +286,7 @@ def _forward(
         cache.advance(T)
     c_f = None
     if config.final_ln:
-        x, c_f = _layer_norm(x, params["ln_f.gamma"], params["ln_f.beta"], config.ln_eps)
+        x, c_f = final_norm(x, params, config)
     logits = x.reshape(B * T, -1) @ params["W_out"]  # (B T, vocab)
     logits += params["b_out"]
     return logits.reshape(B, T, -1), DecoderCache(tokens, blocks, x, c_f, params, config)
@@ -432,7 +331,7 @@ def _forward_blocks(
     blocks = []
     for layer in range(config.num_layers):
         edit = None if head_edit is None else functools.partial(head_edit, layer)
-        x, c = _block_forward(x, params, config, layer, attn_mask, edit, cache, positions)
+        x, c = block_forward(x, params, config, layer, attn_mask, edit, cache, positions)
         if residual_edit is not None:
             x = residual_edit(layer, x)
         blocks.append(c)
@@ -504,7 +403,7 @@ def hidden_states(params: dict, config: DecoderConfig, tokens, attn_mask=None) -
     x = _embed(params, config, tokens)  # (B, T, d)
     states = [x]
     for layer in range(config.num_layers):
-        x, _ = _block_forward(x, params, config, layer, attn_mask)
+        x, _ = block_forward(x, params, config, layer, attn_mask)
         states.append(x)
     return states
 
@@ -524,9 +423,9 @@ def masked_cross_entropy(logits, targets, loss_mask):
             f"{fn}: logits must be a float (B, T, V) array, got {logits.dtype} {logits.shape}"
         )
     targets, weights = _loss_weights(fn, logits.shape, targets, loss_mask, logits.dtype)
-    shifted = logits - _max_last(logits)  # (B, T, V)
+    shifted = logits - max_last(logits)  # (B, T, V)
     probs = np.exp(shifted)
-    total = _sum_last(probs)  # (B, T, 1)
+    total = sum_last(probs)  # (B, T, 1)
     probs /= total
     picked = np.take_along_axis(shifted, targets[..., None], axis=-1)[..., 0]  # (B, T)
     log_p = picked - np.log(total[..., 0])  # (B, T) log softmax at the target
@@ -602,11 +501,10 @@ def backward(d_logits, cache: DecoderCache) -> dict:
     grads = zeros_like_packed(params)
     g2 = d_logits.reshape(N, -1)  # (B T, V)
     np.matmul(x_out.reshape(N, d).T, g2, out=grads["W_out"])  # (d, V)
-    _sum_rows(g2, out=grads["b_out"])
+    sum_rows(g2, out=grads["b_out"])
     dx = (g2 @ params["W_out"].T).reshape(B, T, d)  # (B, T, d)
     if config.final_ln:
-        dx, dgamma, dbeta = _layer_norm_backward(dx, c_f)
-        _store_ln(grads, "ln_f", dgamma, dbeta)
+        dx = final_norm_backward(dx, c_f, grads)
     return _backward_blocks(dx, tokens, blocks, params, config, grads)
 
 
@@ -615,7 +513,7 @@ def _backward_blocks(dx, tokens, blocks, params, config, grads):
     B, T = tokens.shape
     d, N = config.d_model, B * T
     for layer in reversed(range(config.num_layers)):
-        dx = _block_backward(dx, blocks[layer], params, config, layer, grads)
+        dx = block_backward(dx, blocks[layer], params, config, layer, grads)
     # dE[v] = sum of dx over the positions holding token v: a product with the one-hot matrix
     # of the tokens, which adds repeated tokens up exactly like np.add.at, several times faster
     if N * config.vocab_size <= 1 << 22:
@@ -624,7 +522,7 @@ def _backward_blocks(dx, tokens, blocks, params, config, grads):
     else:  # a one-hot matrix this large would cost more than it saves
         np.add.at(grads["tok_emb"], tokens, dx)
     if config.positions == "learned":
-        ones_b = _ones(B, dx.dtype, False)
+        ones_b = cached_ones(B, dx.dtype, False)
         np.matmul(ones_b, dx.reshape(B, T * d), out=grads["pos_emb"][:T].reshape(T * d))
     return grads
 
@@ -654,14 +552,14 @@ def loss_and_grads(params: dict, config: DecoderConfig, tokens, targets, loss_ma
     xs = x.reshape(N, d)[rows]  # (M, d)
     c_f = None
     if config.final_ln:
-        xs, c_f = _layer_norm(xs, params["ln_f.gamma"], params["ln_f.beta"], config.ln_eps)
+        xs, c_f = final_norm(xs, params, config)
     logits = xs @ params["W_out"]  # (M, V)
     logits += params["b_out"]
-    logits -= _max_last(logits)  # softmax cross-entropy, in place
+    logits -= max_last(logits)  # softmax cross-entropy, in place
     target = targets.ravel()[rows]  # (M,)
     picked = logits[np.arange(M), target]  # (M,) shifted logit of the target
     probs = np.exp(logits, out=logits)  # (M, V)
-    total = _sum_last(probs)  # (M, 1)
+    total = sum_last(probs)  # (M, 1)
     loss = -float(w @ (picked - np.log(total[:, 0])))
     probs /= total
     d_logits = probs  # (M, V): (softmax - onehot) * w
@@ -669,11 +567,10 @@ def loss_and_grads(params: dict, config: DecoderConfig, tokens, targets, loss_ma
     d_logits *= w[:, None]
     grads = zeros_like_packed(params)
     np.matmul(xs.T, d_logits, out=grads["W_out"])  # (d, V)
-    _sum_rows(d_logits, out=grads["b_out"])
+    sum_rows(d_logits, out=grads["b_out"])
     d_xs = d_logits @ params["W_out"].T  # (M, d)
     if config.final_ln:
-        d_xs, dgamma, dbeta = _layer_norm_backward(d_xs, c_f)
-        _store_ln(grads, "ln_f", dgamma, dbeta)
+        d_xs = final_norm_backward(d_xs, c_f, grads)
     dx = np.zeros((N, d), dtype=dtype)  # unselected positions: no gradient
     dx[rows] = d_xs
     return loss, _backward_blocks(dx.reshape(B, T, d), tokens, blocks, params, config, grads)
