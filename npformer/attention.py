@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.reductions import _max_last, _sum_last
+from npformer.reductions import max_last, sum_last
 from npformer.validation import (
     attention_inputs,
     axis_of,
@@ -155,9 +155,9 @@ def _attention(Q, K, V, factor: float, mask=None, bias=None, causal: bool = Fals
         T, S = scores.shape[-2:]
         scores += _causal_bias(T, S, scores.dtype)
     if causal and mask is None:
-        scores -= _max_last(scores)  # softmax in place
+        scores -= max_last(scores)  # softmax in place
         weights = np.exp(scores, out=scores)
-        weights /= _sum_last(weights)
+        weights /= sum_last(weights)
     else:
         weights = masked_softmax(scores, mask, axis=-1)  # rows sum to 1, or 0 if all masked
     out = weights @ V  # (..., T, d_v)
@@ -219,7 +219,7 @@ def _attention_backward(d_out, cache: AttentionCache, out=None, bias_grad: bool 
     dq, dk, dv = (None, None, None) if out is None else out
     dV = np.matmul(P.swapaxes(-1, -2), d_out, out=dv)  # (..., S, d_v) dV = P^T dY
     dZ = d_out @ V.swapaxes(-1, -2)  # (..., T, S) dP = dY V^T
-    row = _sum_last(dZ * P)  # (..., T, 1) rowsum(dP * P)
+    row = sum_last(dZ * P)  # (..., T, 1) rowsum(dP * P)
     dZ -= row
     dZ *= P  # dZ = P * (dP - rowsum(dP * P))
     d_bias = None

@@ -20,8 +20,9 @@ from typing import NamedTuple
 import numpy as np
 
 from npformer.attention import AttentionCache, _attention, _attention_backward
-from npformer.positions import alibi_bias, apply_rope
-from npformer.reductions import _sum_last, _sum_rows
+from npformer.config import ACTIVATIONS, check_config
+from npformer.positions import alibi_bias, alibi_slopes, apply_rope
+from npformer.reductions import sum_last, sum_rows
 from npformer.validation import (
     array_dict,
     float_array,
@@ -31,8 +32,6 @@ from npformer.validation import (
     positive_number,
     same_dtype,
 )
-
-ACTIVATIONS = ("relu", "gelu", "swiglu")
 
 _GELU_C = math.sqrt(2.0 / math.pi)  # Python floats: no promotion
 _GELU_A = 0.044715
@@ -81,10 +80,10 @@ def layer_norm(x, gamma, beta, eps: float = 1e-5):
 def _layer_norm(x, gamma, beta, eps=1e-5):
     """``layer_norm`` without input checks (the model's hot path)."""
     inv_d = 1.0 / x.shape[-1]
-    mean = _sum_last(x)  # (..., 1)
+    mean = sum_last(x)  # (..., 1)
     mean *= inv_d
     centered = x - mean  # (..., d)
-    var = _sum_last(centered * centered)  # (..., 1) sum of squares
+    var = sum_last(centered * centered)  # (..., 1) sum of squares
     var *= inv_d
     var += eps
     rstd = np.sqrt(var, out=var)  # (..., 1) in place: sqrt then 1/
@@ -123,13 +122,13 @@ def _layer_norm_backward(d_out, cache):
     d = x_hat.shape[-1]
     inv_d = 1.0 / d
     tmp = d_out * x_hat  # (..., d)
-    dgamma = _sum_rows(tmp.reshape(-1, d))  # (d,)
-    dbeta = _sum_rows(d_out.reshape(-1, d))  # (d,)
+    dgamma = sum_rows(tmp.reshape(-1, d))  # (d,)
+    dbeta = sum_rows(d_out.reshape(-1, d))  # (d,)
     g = d_out * gamma  # (..., d) dL/dx_hat
-    mean_g = _sum_last(g)  # (..., 1)
+    mean_g = sum_last(g)  # (..., 1)
     mean_g *= inv_d
     np.multiply(g, x_hat, out=tmp)
-    mean_gx = _sum_last(tmp)  # (..., 1)
+    mean_gx = sum_last(tmp)  # (..., 1)
     mean_gx *= inv_d
     g -= mean_g
     np.multiply(x_hat, mean_gx, out=tmp)
@@ -359,7 +358,7 @@ def _feed_forward_backward(d_out, cache):
     g2 = d_out.reshape(-1, d)  # (N, d)
     grads = {
         "W_2": hidden.reshape(-1, d_ff).T @ g2,  # (d_ff, d)
-        "b_2": _sum_rows(g2),  # (d,)
+        "b_2": sum_rows(g2),  # (d,)
     }
     d_hidden = (g2 @ params["W_2"].T).reshape(pre.shape)  # (..., d_ff)
     if activation == "relu":
@@ -374,10 +373,10 @@ def _feed_forward_backward(d_out, cache):
         # silu'(p) = sig (1 + p (1 - sig))
         d_pre = d_hidden * gate * sig * (1.0 + pre * (1.0 - sig))
         grads["W_gate"] = x2.T @ d_gate.reshape(-1, d_ff)  # (d, d_ff)
-        grads["b_gate"] = _sum_rows(d_gate.reshape(-1, d_ff))
+        grads["b_gate"] = sum_rows(d_gate.reshape(-1, d_ff))
     dp2 = d_pre.reshape(-1, d_ff)  # (N, d_ff)
     grads["W_1"] = x2.T @ dp2  # (d, d_ff)
-    grads["b_1"] = _sum_rows(dp2)  # (d_ff,)
+    grads["b_1"] = sum_rows(dp2)  # (d_ff,)
     dx = dp2 @ params["W_1"].T  # (N, d)
     if activation == "swiglu":
         dx += d_gate.reshape(-1, d_ff) @ params["W_gate"].T
@@ -418,11 +417,19 @@ class AttentionLayerCache(NamedTuple):
 
 
 @functools.lru_cache(maxsize=32)
-def _alibi_bias(num_heads: int, T: int, dtype: np.dtype) -> np.ndarray:
-    """(h, T, T) ALiBi's penalty -lambda_k |i - j| in ``dtype`` (read-only, reused)."""
-    bias = alibi_bias(num_heads, T).astype(dtype)
+def _alibi_bias(num_heads: int, T: int, S: int, dtype: np.dtype) -> np.ndarray:
+    """(h, T, S) ALiBi's penalty -lambda_k |i - j| for the last T of S positions, in ``dtype``
+    (read-only, reused)."""
+    bias = alibi_bias(num_heads, T, S).astype(dtype)
     bias.flags.writeable = False
     return bias
+
+
+def _alibi_bias_at(num_heads: int, position_ids, S: int, dtype: np.dtype) -> np.ndarray:
+    """(h, T, S) ALiBi's penalty -lambda_k |p_i - j| for queries at ``position_ids`` (T,) and
+    keys at 0 ... S - 1."""
+    dist = np.abs(np.arange(S)[None, :] - position_ids[:, None])  # (T, S)
+    return (-alibi_slopes(num_heads)[:, None, None] * dist).astype(dtype)  # (h, T, S)
 
 
 def _self_attention(
@@ -437,6 +444,9 @@ def _self_attention(
     positions="learned",
     rope_scale=1.0,
     head_edit=None,
+    kv_cache=None,
+    layer=0,
+    position_ids=None,
 ):
     """Causal multi-head self-attention of the decoder, on x (B, T, d); no input checks.
 
@@ -445,6 +455,14 @@ def _self_attention(
     ALiBi adds its bias; then the attention core of
     ``npformer.attention`` (its causal fast path when ``mask`` is None, else ``mask``, True =
     may attend); the heads merged and projected by W_o. Returns (out (B, T, d), cache).
+
+    With a ``kv_cache`` (``npformer.kv_cache.KVCache``) the T rows are new positions after the
+    ``kv_cache.length`` cached ones: their keys and values are written into the cache's slice
+    of ``layer`` and the T queries attend to all S = length + T keys, the last T of them
+    causally (the core's causal mask with an offset), so that a prefill and one token at a time
+    give the logits of one pass over the whole sequence. ``position_ids`` (T,) are the
+    positions RoPE and ALiBi give the queries (default: length ... length + T - 1); the keys
+    sit at their slots 0 ... S - 1.
 
     ``head_edit(weights (B, h, T, S), v (B, h, T, d_h), heads (B, h, T, d_h))``, when given,
     returns the heads' outputs to merge instead of ``heads`` = weights @ v: the hook through
@@ -457,11 +475,22 @@ def _self_attention(
     qkv = x.reshape(B * T, d) @ W_qkv  # (B T, 3d): one BLAS call, not one per sequence
     qkv += b_qkv
     q, k, v = qkv.reshape(B, T, 3, num_heads, d_h).transpose(2, 0, 3, 1, 4)  # 3 x (B, h, T, d_h)
+    start = 0 if kv_cache is None else kv_cache.length  # positions already cached
     rope = None
     if positions == "rope":  # rotate pair i of the query and key at position m by m w_i
-        rope = np.arange(T) * rope_scale if rope_scale != 1.0 else np.arange(T)  # (T,)
+        rope = np.arange(start, start + T) if position_ids is None else position_ids  # (T,)
+        if rope_scale != 1.0:
+            rope = rope * rope_scale
         q, k = apply_rope(q, rope), apply_rope(k, rope)
-    bias = _alibi_bias(num_heads, T, x.dtype) if positions == "alibi" else None
+    if kv_cache is not None:
+        k, v = kv_cache.write(layer, k, v)  # (B, h, S, d_h): every key and value so far
+    S = k.shape[2]
+    bias = None
+    if positions == "alibi":
+        if position_ids is None:
+            bias = _alibi_bias(num_heads, T, S, x.dtype)  # (h, T, S)
+        else:
+            bias = _alibi_bias_at(num_heads, position_ids, S, x.dtype)  # (h, T, S)
     factor = 1.0 / math.sqrt(d_h) if scale else 1.0
     causal = mask is None  # the default mask: the core's causal fast path
     ctx, core = _attention(q, k, v, factor, mask, bias, causal)  # (B, h, T, d_h)
@@ -486,7 +515,7 @@ def _self_attention_backward(d_out, cache, W_qkv, W_o, grads, prefix):
     N = B * T
     g2 = d_out.reshape(N, d)  # (N, d)
     np.matmul(merged.reshape(N, d).T, g2, out=grads[prefix + "W_o"])  # (d, d)
-    _sum_rows(g2, out=grads[prefix + "b_o"])
+    sum_rows(g2, out=grads[prefix + "b_o"])
     d_merged = g2 @ W_o.T  # (B T, d)
     d_ctx = d_merged.reshape(B, T, h, d_h).transpose(0, 2, 1, 3)  # (B, h, T, d_h) view
     d_qkv = np.empty((B, T, 3, h, d_h), dtype=x.dtype)
@@ -498,26 +527,19 @@ def _self_attention_backward(d_out, cache, W_qkv, W_o, grads, prefix):
         dk[...] = apply_rope(dk, back)
     d_qkv = d_qkv.reshape(N, 3 * d)  # (N, 3d)
     np.matmul(x.reshape(N, d).T, d_qkv, out=grads[prefix + "W_qkv"])  # (d, 3d)
-    _sum_rows(d_qkv, out=grads[prefix + "b_qkv"])
+    sum_rows(d_qkv, out=grads[prefix + "b_qkv"])
     return (d_qkv @ W_qkv.T).reshape(B, T, d)  # (B, T, d)
 
 
 # ----------------------------------------------------------------------------- the block
 
 
-def _check_config(fn: str, config) -> None:
-    from npformer.model import DecoderConfig  # the stack's config; model imports this module
-
-    if not isinstance(config, DecoderConfig):
-        raise ValueError(f"{fn}: config must be a DecoderConfig, got {type(config).__name__}")
-
-
 def block_parameter_shapes(config, layer: int) -> dict[str, tuple[int, ...]]:
     """Names and shapes of the parameters of block ``layer`` (12 d^2 + 13 d of them for ReLU).
 
-    ``config`` is a ``npformer.model.DecoderConfig`` (its d_model, d_ff and activation).
+    ``config`` is a ``npformer.config.DecoderConfig`` (its d_model, d_ff and activation).
     """
-    _check_config("block_parameter_shapes", config)
+    check_config("block_parameter_shapes", config)
     layer = int_at_least("block_parameter_shapes", "layer", layer, minimum=0)
     if layer >= config.num_layers:
         raise ValueError(
@@ -549,7 +571,7 @@ def block_num_params(config) -> int:
 
     With ReLU or GELU and d_ff = 4 d this is 12 d^2 + 13 d.
     """
-    _check_config("block_num_params", config)
+    check_config("block_num_params", config)
     d = config.d_model
     return 4 * d * d + 4 * d + 4 * d + feed_forward_num_params(d, config.d_ff, config.activation)
 
@@ -570,26 +592,28 @@ def _names(config, layer: int) -> tuple:
     return q, q + "attn.", tuple((n, q + "ffn." + n) for n in ffn)
 
 
-def _block_forward(x, params, config, layer, mask, head_edit=None):
+def block_forward(x, params, config, layer, mask, head_edit=None, kv_cache=None, position_ids=None):
     """Block ``layer`` of the decoder on x (B, T, d): pre-LN x + f(LN(x)) or post-LN LN(x + f(x)),
     for f the self-attention then the FFN. ``params`` holds the decoder's flat names
-    ("block0.attn.W_qkv", ...), ``config`` is its DecoderConfig; ``head_edit`` as in
-    ``_self_attention``. Returns (x2 (B, T, d), cache); x2 is a new array.
+    ("block0.attn.W_qkv", ...), ``config`` is its DecoderConfig; ``head_edit``, ``kv_cache``
+    and ``position_ids`` as in ``_self_attention``. Returns (x2 (B, T, d), cache); x2 is a new
+    array. No input checks: ``npformer.model``'s entry points check once per call.
     """
     q, a, ffn_names = _names(config, layer)
     ffn = {short: params[full] for short, full in ffn_names}
     attn_args = (params[a + "W_qkv"], params[a + "b_qkv"], params[a + "W_o"], params[a + "b_o"])
     eps, heads = config.ln_eps, (config.num_heads, config.scale)
     positions = (config.positions, config.rope_scale)
+    hooks = dict(head_edit=head_edit, kv_cache=kv_cache, layer=layer, position_ids=position_ids)
     if config.ln == "pre":  # x + f(LN(x))
         h1, c_ln1 = _layer_norm(x, params[q + "ln1.gamma"], params[q + "ln1.beta"], eps)
-        x1, c_attn = _self_attention(h1, *attn_args, *heads, mask, *positions, head_edit=head_edit)
+        x1, c_attn = _self_attention(h1, *attn_args, *heads, mask, *positions, **hooks)
         x1 += x
         h2, c_ln2 = _layer_norm(x1, params[q + "ln2.gamma"], params[q + "ln2.beta"], eps)
         x2, c_ffn = _feed_forward(h2, ffn, config.activation)
         x2 += x1
     else:  # LN(x + f(x))
-        s1, c_attn = _self_attention(x, *attn_args, *heads, mask, *positions, head_edit=head_edit)
+        s1, c_attn = _self_attention(x, *attn_args, *heads, mask, *positions, **hooks)
         s1 += x
         x1, c_ln1 = _layer_norm(s1, params[q + "ln1.gamma"], params[q + "ln1.beta"], eps)
         s2, c_ffn = _feed_forward(x1, ffn, config.activation)
@@ -603,8 +627,8 @@ def _store_ln(grads, name, dgamma, dbeta):
     grads[name + ".beta"][...] = dbeta
 
 
-def _block_backward(dx2, cache, params, config, layer, grads):
-    """Backward of ``_block_forward``: fills the block's entries of ``grads``, returns dL/dx."""
+def block_backward(dx2, cache, params, config, layer, grads):
+    """Backward of ``block_forward``: fills the block's entries of ``grads``, returns dL/dx."""
     q, a, ffn_names = _names(config, layer)
     c_ln1, c_attn, c_ln2, c_ffn = cache
     W_qkv, W_o = params[a + "W_qkv"], params[a + "W_o"]
@@ -628,4 +652,20 @@ def _block_backward(dx2, cache, params, config, layer, grads):
         dx += ds1
     for short, full in ffn_names:
         grads[full][...] = g_ffn[short]
+    return dx
+
+
+def final_norm(x, params, config):
+    """The decoder's final layer norm LN_f on x (..., d), with params "ln_f.gamma", "ln_f.beta".
+
+    No input checks: the decoder's entry points check once. Returns (out (..., d), cache).
+    """
+    return _layer_norm(x, params["ln_f.gamma"], params["ln_f.beta"], config.ln_eps)
+
+
+def final_norm_backward(d_out, cache, grads):
+    """Backward of ``final_norm``: writes grads["ln_f.gamma"] and grads["ln_f.beta"], returns
+    dL/dx (..., d)."""
+    dx, dgamma, dbeta = _layer_norm_backward(d_out, cache)
+    _store_ln(grads, "ln_f", dgamma, dbeta)
     return dx

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from npformer.model import DecoderConfig, _forward, check_tokens, parameter_shapes
+from npformer.model import DecoderConfig, check_tokens, forward, parameter_shapes
 from npformer.train import generate
 from npformer.validation import bool_mask, float_array, generator, int_at_least
 
@@ -129,7 +129,7 @@ def forward_removing(
         return x
 
     # the decoder's own forward pass, with the stream edited between two blocks
-    logits, _ = _forward(params, config, tokens, attn_mask, residual_edit=remove_after_one_block)
+    logits, _ = forward(params, config, tokens, attn_mask, residual_edit=remove_after_one_block)
     return logits  # (B, T, vocab_size)
 
 

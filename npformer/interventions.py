@@ -34,7 +34,7 @@ import numpy as np
 
 from npformer.attention import masked_softmax, softmax
 from npformer.masks import causal_mask
-from npformer.model import DecoderConfig, _forward, check_tokens, parameter_shapes
+from npformer.model import DecoderConfig, check_tokens, forward, parameter_shapes
 from npformer.train import generate
 from npformer.validation import bool_mask, float_array, int_at_least, positive_number
 
@@ -242,7 +242,7 @@ def permuted_weights(rng: np.random.Generator) -> Callable[[np.ndarray, np.ndarr
 
 
 class _HeadEdit:
-    """The ``head_edit`` hook of ``npformer.model._forward``: applies the interventions of each
+    """The ``head_edit`` hook of ``npformer.model.forward``: applies the interventions of each
     layer to the heads' outputs and records every head's weights and outputs."""
 
     def __init__(self, fn, visible, ablated, replaced, patched):
@@ -322,7 +322,7 @@ def forward_with_interventions(
     visible = np.broadcast_to(visible, (B, h, T, T))
     # the decoder's own forward pass, with the heads edited inside each block's attention
     edit = _HeadEdit(fn, visible, ablated, replaced, patched)
-    logits, _ = _forward(params, config, tokens, attn_mask, head_edit=edit)
+    logits, _ = forward(params, config, tokens, attn_mask, head_edit=edit)
     applied, own, outputs = edit.applied, edit.own, edit.outputs
     return InterventionResult(logits, applied, own, outputs)
 

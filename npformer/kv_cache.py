@@ -13,10 +13,10 @@ The chapter first caches a toy model, a stack of attention-only layers (no feed-
 vocabulary): layer l maps X to X + grouped_query_attention(X) with its own W_q, W_k, W_v,
 W_o; the output at the last position, rescaled to norm sqrt(d), is the next input vector.
 
-The chapter then caches the trained decoder of ``npformer.model`` (chapter 10's model):
-:func:`decoder_forward_with_cache` runs n new tokens at positions ``cache.length ...`` through
-its blocks, and :func:`generate_greedy_with_cache` decodes greedily with it, token for token
-what ``npformer.train.generate`` produces without a cache.
+The chapter then caches the trained decoder of ``npformer.model`` (chapter 10's model), whose
+``forward`` takes a :class:`KVCache` (``npformer.model.decoder_cache``) and runs the new tokens
+through the same blocks as training; ``npformer.model.generate_greedy_with_cache`` decodes
+greedily with it, token for token what ``npformer.train.generate`` produces without a cache.
 
 Weight convention of the book: a linear layer is ``x @ W`` with ``W`` of shape (d_in, d_out);
 the toy model has no biases.
@@ -29,12 +29,9 @@ import math
 import numpy as np
 
 from npformer.attention import scaled_dot_product_attention
-from npformer.block import feed_forward, layer_norm
 from npformer.masks import causal_mask
 from npformer.validation import (
-    array_dict,
     divisible,
-    flag,
     float_array,
     float_dtype,
     generator,
@@ -134,31 +131,12 @@ class KVCache:
         """Store the n new rows of ``layer`` at positions length ... length + n - 1, in place.
 
         Shapes: K_new, V_new (B, g, n, d_h). Returns views (K, V) of shape (B, g, length + n,
-        d_h): every key and value of this layer up to and including the new rows.
+        d_h): every key and value of this layer up to and including the new rows. Called in
+        every layer at every step, it checks nothing: the forward passes that call it check
+        the cache once (:func:`check_cache`).
         """
-        fn = "KVCache.write"
-        L, B, g, max_len, d_h = self.K.shape
-        if not 0 <= layer < L:
-            raise ValueError(f"{fn}: layer {layer} is out of range for a cache of {L} layers")
-        n = K_new.shape[2] if K_new.ndim == 4 else -1
-        for name, new in (("K_new", K_new), ("V_new", V_new)):
-            if new.ndim != 4 or new.shape != (B, g, n, d_h):
-                raise ValueError(
-                    f"{fn}: {name} has shape {new.shape}, expected (B, g, n, d_h) = "
-                    f"({B}, {g}, n, {d_h}) with the same n for K_new {K_new.shape} and "
-                    f"V_new {V_new.shape}"
-                )
-            if new.dtype != self.K.dtype:
-                raise ValueError(
-                    f"{fn}: {name} has dtype {new.dtype} and shape {new.shape}, the cache holds "
-                    f"{self.K.dtype}"
-                )
+        n = K_new.shape[2]
         end = self.length + n
-        if end > max_len:
-            raise ValueError(
-                f"{fn}: {n} new positions after {self.length} exceed the cache's max_len "
-                f"{max_len} (K_new shape {K_new.shape}, cache shape {self.K.shape})"
-            )
         self.K[layer, :, :, self.length : end] = K_new  # in place, no copy of the past
         self.V[layer, :, :, self.length : end] = V_new
         return self.K[layer, :, :, :end], self.V[layer, :, :, :end]  # (B, g, end, d_h) views
@@ -171,6 +149,31 @@ class KVCache:
                 f"KVCache.advance: length {self.length} + {n} exceeds max_len {self.max_len}"
             )
         self.length += n
+
+
+def check_cache(
+    fn: str, cache, num_layers: int, batch: int, num_kv_heads: int, d_head: int, n: int, dtype
+) -> None:
+    """Raise ValueError, naming the shapes, unless ``cache`` is a KVCache of these sizes and
+    ``dtype`` with room for ``n`` more positions."""
+    if not isinstance(cache, KVCache):
+        raise ValueError(f"{fn}: cache must be a KVCache, got {type(cache).__name__}")
+    L, B, g, max_len, d_h = cache.K.shape
+    if (L, B, g, d_h) != (num_layers, batch, num_kv_heads, d_head):
+        raise ValueError(
+            f"{fn}: cache has shape {cache.K.shape}; the model and the batch need "
+            f"(num_layers, B, g, max_len, d_h) = ({num_layers}, {batch}, {num_kv_heads}, "
+            f"max_len, {d_head})"
+        )
+    if cache.K.dtype != dtype:
+        raise ValueError(
+            f"{fn}: cache holds {cache.K.dtype} (shape {cache.K.shape}), the model {dtype}"
+        )
+    if cache.length + n > max_len:
+        raise ValueError(
+            f"{fn}: {n} new positions after the {cache.length} cached exceed the cache's "
+            f"max_len {max_len} (cache shape {cache.K.shape})"
+        )
 
 
 def init_attention_only_model(
@@ -233,15 +236,6 @@ def _check_cache(fn: str, cache) -> None:
             f"{fn}: cache must be None or have KVCache's K, length, write and advance, got "
             f"{type(cache).__name__}"
         )
-
-
-def _check_decoder_params(fn: str, params, config) -> None:
-    from npformer.model import parameter_shapes
-
-    array_dict(fn, "params", params)
-    missing = sorted(set(parameter_shapes(config)) - set(params))
-    if missing:
-        raise ValueError(f"{fn}: params lack {missing[:3]} needed by the config")
 
 
 def _check_layer(fn: str, params, d: int, d_kv: int, dtype) -> None:
@@ -315,6 +309,10 @@ def attention_only_forward(X, layers: list[dict], num_heads: int, num_kv_heads: 
             f"{fn}: the cache holds {len(cache.K)} layers, the model has {len(layers)} "
             f"(X shape {np.shape(X)})"
         )
+    if isinstance(cache, KVCache):
+        X = float_array(fn, "X", X)
+        B, n, d = X.shape if X.ndim == 3 else (0, 0, 0)
+        check_cache(fn, cache, len(layers), B, num_kv_heads, d // num_heads, n, X.dtype)
     for layer, params in enumerate(layers):
         Y = grouped_query_attention(X, params, num_heads, num_kv_heads, cache, layer)
         Y += X  # the residual, added in place to the layer's fresh output
@@ -386,153 +384,3 @@ def generate_with_cache(
         x = next_input(attention_only_forward(x, layers, num_heads, num_kv_heads, cache))
         rows.append(x)  # (B, 1, d)
     return np.concatenate(rows, axis=1)  # (B, P + num_new, d)
-
-
-# ----------------------------------------------------------------------------- the trained decoder
-
-
-def decoder_cache(config, batch: int, max_len: int | None = None, dtype=np.float64) -> KVCache:
-    """An empty :class:`KVCache` for the decoder of ``npformer.model`` with ``config``.
-
-    One key-value head per query head (the decoder is multi-head), ``max_len`` positions
-    (default: the rows of its position table).
-    """
-    from npformer.model import check_config
-
-    check_config("decoder_cache", config)
-    max_len = config.max_len if max_len is None else max_len
-    return KVCache(config.num_layers, batch, config.num_heads, max_len, config.d_head, dtype)
-
-
-def _heads(x, B: int, n: int, h: int, d_h: int) -> np.ndarray:
-    return x.reshape(B, n, h, d_h).transpose(0, 2, 1, 3)  # (B, n, h d_h) -> (B, h, n, d_h)
-
-
-def _attention_with_cache(x, params, config, layer, cache):
-    """The causal self-attention sub-layer of block ``layer`` on n new rows, through the cache."""
-    B, n, d = x.shape
-    h, d_h = config.num_heads, config.d_head
-    a = f"block{layer}.attn."
-    qkv = x @ params[a + "W_qkv"]  # (B, n, 3d): columns [Q | K | V]
-    qkv += params[a + "b_qkv"]
-    q = _heads(qkv[..., :d], B, n, h, d_h)  # (B, h, n, d_h)
-    k = np.ascontiguousarray(_heads(qkv[..., d : 2 * d], B, n, h, d_h))
-    v = np.ascontiguousarray(_heads(qkv[..., 2 * d :], B, n, h, d_h))
-    K, V = cache.write(layer, k, v)  # (B, h, S, d_h): every key and value so far
-    S = K.shape[2]
-    mask = None if n == 1 else causal_mask(n, S)  # new row i sits at position S - n + i
-    heads, _ = scaled_dot_product_attention(q, K, V, mask, scale=config.scale)  # (B, h, n, d_h)
-    out = heads.transpose(0, 2, 1, 3).reshape(B, n, d) @ params[a + "W_o"]  # (B, n, d)
-    out += params[a + "b_o"]
-    return out
-
-
-def _ffn_params(params, layer: int, activation: str) -> dict:
-    names = ["W_1", "b_1", "W_2", "b_2"] + (["W_gate", "b_gate"] if activation == "swiglu" else [])
-    return {n: params[f"block{layer}.ffn.{n}"] for n in names}
-
-
-def decoder_forward_with_cache(params: dict, config, tokens, cache: KVCache, positions=None):
-    """Logits of n new tokens, given the ``cache.length`` earlier ones only through the cache.
-
-    The decoder of ``npformer.model`` (learned positions, pre-LN or post-LN blocks, optional
-    final layer norm): the new tokens' embeddings plus their position rows, each block's
-    attention reading every cached key and value, the keys and values of the new rows written
-    into the cache, which then advances by n. ``positions`` (n,) are the position ids of the
-    new tokens, by default ``cache.length ... cache.length + n - 1``: the rows after the cached
-    ones. (Passing ``np.arange(n)`` instead reproduces the classic bug of a cache without a
-    position offset.)
-
-    Shapes: tokens (B, n) integer ids. Returns logits (B, n, vocab_size).
-    """
-    from npformer.model import check_tokens  # the model imports nothing from here
-
-    fn = "decoder_forward_with_cache"
-    tokens = check_tokens(fn, "tokens", tokens, config)
-    _check_decoder_params(fn, params, config)
-    B, n = tokens.shape
-    if not isinstance(cache, KVCache):
-        raise ValueError(f"{fn}: cache must be a KVCache, got {type(cache).__name__}")
-    expected = (config.num_layers, B, config.num_heads, cache.max_len, config.d_head)
-    if cache.K.shape != expected:
-        raise ValueError(
-            f"{fn}: the cache has shape {cache.K.shape}, the model and tokens {tokens.shape} "
-            f"need (num_layers, B, h, max_len, d_h) = {expected}"
-        )
-    if "pos_emb" not in params and config.positions:
-        raise ValueError(f"{fn}: only learned positions (params['pos_emb']) are supported")
-    if positions is None:
-        positions = np.arange(cache.length, cache.length + n)
-    positions = np.asarray(positions)
-    if positions.shape != (n,) or not np.issubdtype(positions.dtype, np.integer):
-        raise ValueError(
-            f"{fn}: positions must be {n} integer ids for tokens of shape {tokens.shape}, got "
-            f"shape {positions.shape} and dtype {positions.dtype}"
-        )
-    if "pos_emb" in params and (positions.min() < 0 or positions.max() >= config.max_len):
-        raise ValueError(
-            f"{fn}: positions {positions.min()} ... {positions.max()} fall outside the "
-            f"{config.max_len} rows of the position table (cache length {cache.length})"
-        )
-    dtype = params["tok_emb"].dtype
-    if cache.K.dtype != dtype:
-        raise ValueError(f"{fn}: the cache holds {cache.K.dtype}, the parameters are {dtype}")
-    x = params["tok_emb"][tokens]  # (B, n, d) a copy
-    if "pos_emb" in params:
-        x += params["pos_emb"][positions]  # the new rows' own positions
-    eps = config.ln_eps
-    for layer in range(config.num_layers):
-        q = f"block{layer}."
-        ln1 = (params[q + "ln1.gamma"], params[q + "ln1.beta"], eps)
-        ln2 = (params[q + "ln2.gamma"], params[q + "ln2.beta"], eps)
-        ffn = _ffn_params(params, layer, config.activation)
-        if config.ln == "pre":  # x + f(LN(x))
-            x = x + _attention_with_cache(layer_norm(x, *ln1)[0], params, config, layer, cache)
-            x = x + feed_forward(layer_norm(x, *ln2)[0], ffn, config.activation)[0]
-        else:  # LN(x + f(x))
-            x = layer_norm(x + _attention_with_cache(x, params, config, layer, cache), *ln1)[0]
-            x = layer_norm(x + feed_forward(x, ffn, config.activation)[0], *ln2)[0]
-    cache.advance(n)
-    if config.final_ln:
-        x = layer_norm(x, params["ln_f.gamma"], params["ln_f.beta"], eps)[0]
-    logits = x @ params["W_out"]  # (B, n, vocab)
-    logits += params["b_out"]
-    return logits
-
-
-def generate_greedy_with_cache(params: dict, config, start, num_new: int, position_offset=True):
-    """Greedy decoding through a KV cache: one prefill over ``start``, then one token per step.
-
-    Token for token what ``npformer.train.generate(model_logits(params, config), start,
-    num_new)`` returns (argmax, ties to the lowest id), with every step after the prefill a
-    forward pass over one new token. ``position_offset=False`` gives each new token the
-    position ids of a fresh sequence (0 for a single token): the classic bug, kept here so
-    that the chapter can show which check catches it.
-
-    Shapes: start (B, t0) integer ids. Returns the generated tokens only, (B, num_new) int64.
-    """
-    fn = "generate_greedy_with_cache"
-    from npformer.model import check_tokens
-
-    check_tokens(fn, "start", start, config)
-    _check_decoder_params(fn, params, config)
-    flag(fn, "position_offset", position_offset)
-    tokens = np.asarray(start)
-    if tokens.ndim != 2 or not np.issubdtype(tokens.dtype, np.integer) or tokens.shape[1] < 1:
-        raise ValueError(
-            f"{fn}: start must be a (B, t0) integer array with t0 >= 1, got dtype "
-            f"{tokens.dtype} with shape {tokens.shape}"
-        )
-    num_new = int_at_least(fn, "num_new", num_new, minimum=0)
-    B, t0 = tokens.shape
-    if num_new == 0:
-        return np.zeros((B, 0), dtype=np.int64)
-    cache = decoder_cache(config, B, t0 + num_new - 1, params["tok_emb"].dtype)
-    new = tokens
-    out = np.empty((B, num_new), dtype=np.int64)
-    for step in range(num_new):
-        positions = None if position_offset else np.arange(new.shape[1])
-        logits = decoder_forward_with_cache(params, config, new, cache, positions)
-        out[:, step] = logits[:, -1].argmax(axis=-1)  # (B,) ties go to the lowest id
-        new = out[:, step : step + 1]  # (B, 1) the next input
-    return out

@@ -22,134 +22,42 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
 from npformer.block import (  # noqa: F401 (AttentionLayerCache, BlockCache: re-exported)
-    ACTIVATIONS,
     AttentionLayerCache,
     BlockCache,
-    _block_backward,
-    _block_forward,
-    _layer_norm,
-    _layer_norm_backward,
-    _store_ln,
+    block_backward,
+    block_forward,
     block_num_params,
     block_parameter_shapes,
+    final_norm,
+    final_norm_backward,
 )
+from npformer.config import (  # noqa: F401 (the config's names: re-exported for readers)
+    ACTIVATIONS,
+    LN_PLACEMENTS,
+    POSITION_SCHEMES,
+    DecoderConfig,
+    PositionScheme,
+    check_config,
+    position_scheme,
+)
+from npformer.kv_cache import KVCache, check_cache
 from npformer.optim import pack, zeros_like_packed
 from npformer.positions import sinusoidal_positions
-from npformer.reductions import _max_last, _ones, _sum_last, _sum_rows
-from npformer.validation import array_dict, bool_mask, divisible, flag, generator, positive_number
-
-LN_PLACEMENTS = ("pre", "post")
-
-#: Where the decoder's position information comes from (chapter 05): a learned table added to
-#: the embeddings, the fixed sinusoidal table added to them, rotary queries and keys in every
-#: attention layer, ALiBi's linear distance penalty on the scores, or nothing at all.
-POSITION_SCHEMES = ("learned", "sinusoidal", "rope", "alibi", "none")
-
-
-class PositionScheme(str):
-    """A name from ``POSITION_SCHEMES`` that is false only for "none".
-
-    True and False are accepted for "learned" and "none", so ``if config.positions:`` asks
-    whether the model has any position information.
-    """
-
-    __slots__ = ()
-
-    def __bool__(self) -> bool:
-        return self != "none"
-
-
-def position_scheme(fn: str, value) -> PositionScheme:
-    """``value`` as a PositionScheme: a name of ``POSITION_SCHEMES``, or True / False for
-    "learned" / "none"; anything else raises ValueError naming it."""
-    if isinstance(value, (bool, np.bool_)):
-        return PositionScheme("learned" if value else "none")
-    if not isinstance(value, str) or value not in POSITION_SCHEMES:
-        raise ValueError(
-            f"{fn}: positions must be one of {POSITION_SCHEMES} (or True / False for "
-            f"'learned' / 'none'), got {value!r}"
-        )
-    return PositionScheme(value)
-
-
-@dataclass(frozen=True)
-class DecoderConfig:
-    """Hyper-parameters of the decoder-only model.
-
-    ``max_len`` is the number of rows of the learned position table (sequences may be shorter);
-    ``ln`` is "pre" (x + f(LN(x))) or "post" (LN(x + f(x))); ``scale`` divides the attention
-    scores by sqrt(d_h); ``activation`` is "relu", "gelu" or "swiglu"; ``final_ln`` adds a
-    layer norm before the output. ``positions`` is one of ``POSITION_SCHEMES``: "learned" (a
-    table of ``max_len`` rows added to the embeddings, the default), "sinusoidal" (the fixed
-    table, no parameters; needs an even d_model), "rope" (queries and keys rotated in every
-    layer; needs an even d_h), "alibi" (a per-head linear penalty on the scores) or "none" (an
-    ablation). True and False are read as "learned" and "none". Only "learned" limits the
-    sequence length to ``max_len``. ``rope_scale`` multiplies the positions RoPE turns by
-    (m -> m * rope_scale): position interpolation (Chen et al. 2023) sets it to n_train / n.
-    """
-
-    vocab_size: int
-    d_model: int
-    num_heads: int
-    num_layers: int
-    d_ff: int
-    max_len: int
-    ln: str = "pre"
-    scale: bool = True
-    activation: str = "relu"
-    positions: str = "learned"
-    final_ln: bool = True
-    ln_eps: float = 1e-5
-    rope_scale: float = 1.0
-
-    def __post_init__(self):
-        fn = "DecoderConfig"
-        for name in ("vocab_size", "d_model", "num_heads", "num_layers", "d_ff", "max_len"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-                raise ValueError(f"{fn}: {name} must be a positive integer, got {value!r}")
-        divisible(fn, self.d_model, self.num_heads)
-        if self.ln not in LN_PLACEMENTS:
-            raise ValueError(f"{fn}: ln must be one of {LN_PLACEMENTS}, got {self.ln!r}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(
-                f"{fn}: activation must be one of {ACTIVATIONS}, got {self.activation!r}"
-            )
-        positive_number(fn, "ln_eps", self.ln_eps)
-        positive_number(fn, "rope_scale", self.rope_scale)
-        flag(fn, "scale", self.scale)
-        flag(fn, "final_ln", self.final_ln)
-        object.__setattr__(self, "positions", position_scheme(fn, self.positions))
-        if self.positions == "sinusoidal" and self.d_model % 2:
-            raise ValueError(
-                f"{fn}: positions='sinusoidal' needs an even d_model (sin/cos pairs), "
-                f"got d_model={self.d_model}"
-            )
-        if self.positions == "rope" and self.d_head % 2:
-            raise ValueError(
-                f"{fn}: positions='rope' needs an even d_head (RoPE rotates pairs), got "
-                f"d_head={self.d_head} (d_model={self.d_model}, num_heads={self.num_heads})"
-            )
-
-    @property
-    def d_head(self) -> int:
-        return self.d_model // self.num_heads
-
+from npformer.reductions import cached_ones, max_last, sum_last, sum_rows
+from npformer.validation import (
+    array_dict,
+    bool_mask,
+    flag,
+    generator,
+    int_at_least,
+)
 
 # ----------------------------------------------------------------------------- parameters
-
-
-def check_config(fn: str, config) -> DecoderConfig:
-    """Return ``config`` if it is a DecoderConfig, or raise ValueError naming its type."""
-    if not isinstance(config, DecoderConfig):
-        raise ValueError(f"{fn}: config must be a DecoderConfig, got {type(config).__name__}")
-    return config
 
 
 def parameter_shapes(config: DecoderConfig) -> dict[str, tuple[int, ...]]:
@@ -285,71 +193,197 @@ def _sinusoid_table(T: int, d: int, dtype: np.dtype) -> np.ndarray:
 # ----------------------------------------------------------------------------- the model
 
 
-def forward(params: dict, config: DecoderConfig, tokens, attn_mask=None):
+def forward(
+    params: dict,
+    config: DecoderConfig,
+    tokens,
+    attn_mask=None,
+    cache=None,
+    positions=None,
+    head_edit=None,
+    residual_edit=None,
+):
     """Logits of the next token at every position.
 
     x_0 = tok_emb[tokens] + pos_emb[:T]; x_l = block_l(x_{l-1}); logits = LN_f(x_L) W_out + b_out.
-    ``attn_mask`` (bool, True = may attend, broadcasting to (B, h, T, T)) replaces the default
+    ``attn_mask`` (bool, True = may attend, broadcasting to (B, h, T, S)) replaces the default
     causal mask, e.g. to let a prompt attend both ways.
-    Shapes: tokens (B, T) integer ids < vocab_size, T <= max_len.
-    Returns (logits (B, T, vocab_size) in the parameters' dtype, DecoderCache).
+
+    ``cache``, a ``KVCache`` from ``decoder_cache``, makes the T tokens the positions after the
+    ``cache.length`` ones it holds: every block writes their keys and values into it and
+    attends to all S = cache.length + T of them, and the cache then advances by T. A prefill
+    followed by one token per call gives the logits of one pass over the whole sequence, for
+    every position scheme. ``positions`` (T,) overrides the position ids of the tokens (default:
+    cache.length ... cache.length + T - 1, or 0 ... T - 1 without a cache).
+
+    Hooks, for forward passes only (under an edit the returned cache mixes edited and unedited
+    values, which no backward pass may use): ``head_edit(layer, weights, v, heads)`` is called
+    in every block's attention (weights (B, h, T, S), v and heads (B, h, T, d_h)) and returns
+    the heads' outputs to use; ``residual_edit(layer, x)`` is called on the residual stream
+    (B, T, d) after every block and returns the stream to go on with.
+    Shapes: tokens (B, T) integer ids < vocab_size, S <= max_len for learned positions.
+    Returns (logits (B, T, vocab_size) in the parameters' dtype, DecoderCache); the
+    DecoderCache of a cached pass is for reading only (``backward`` needs an uncached one).
     """
     fn = "forward"
-    _check_params(fn, params, config)
+    dtype = _check_params(fn, params, config)
     tokens = check_tokens(fn, "tokens", tokens, config)
     B, T = tokens.shape
+    start = 0
+    if cache is not None:
+        check_cache(fn, cache, config.num_layers, B, config.num_heads, config.d_head, T, dtype)
+        start = cache.length
+    if positions is not None:
+        positions = _check_positions(fn, positions, T, config)
+    elif config.positions == "learned" and start + T > config.max_len:
+        raise ValueError(
+            f"{fn}: tokens of shape {tokens.shape} after the {start} cached positions reach "
+            f"position {start + T - 1}, outside the {config.max_len} rows of the position table"
+        )
     if attn_mask is not None:
         attn_mask = bool_mask(
-            fn, attn_mask, (B, config.num_heads, T, T), "scores of shape", "attn_mask"
+            fn, attn_mask, (B, config.num_heads, T, start + T), "scores of shape", "attn_mask"
         )
-    return _forward(params, config, tokens, attn_mask)
+    for name, hook in (("head_edit", head_edit), ("residual_edit", residual_edit)):
+        if hook is not None and not callable(hook):
+            raise ValueError(f"{fn}: {name} must be None or a function, got {type(hook).__name__}")
+    return _forward(params, config, tokens, attn_mask, cache, positions, head_edit, residual_edit)
 
 
-def _forward(params, config, tokens, attn_mask, head_edit=None, residual_edit=None):
-    """``forward`` without input checks, with two hooks for the interventions of chapters 11-12.
+def _check_positions(fn, positions, T, config):
+    """Position ids: T non-negative integers, inside the position table if it is learned."""
+    positions = np.asarray(positions)
+    if positions.shape != (T,) or not np.issubdtype(positions.dtype, np.integer):
+        raise ValueError(
+            f"{fn}: positions must be {T} integer ids, one per token, got shape "
+            f"{positions.shape} and dtype {positions.dtype}"
+        )
+    high = config.max_len if config.positions == "learned" else np.inf
+    if positions.min() < 0 or positions.max() >= high:
+        raise ValueError(
+            f"{fn}: positions of shape {positions.shape} hold ids in "
+            f"[{positions.min()}, {positions.max()}], outside [0, {high})"
+        )
+    return positions
 
-    ``head_edit(layer, weights, v, heads)`` is called in every block's attention (see
-    ``npformer.block._self_attention``) and returns the heads' outputs to use;
-    ``residual_edit(layer, x)`` is called on the residual stream after every block and returns
-    the stream to go on with. Both are for forward passes only: under an edit the cache mixes
-    edited and unedited values, and no backward pass may use it.
-    """
+
+def _forward(
+    params,
+    config,
+    tokens,
+    attn_mask,
+    cache=None,
+    positions=None,
+    head_edit=None,
+    residual_edit=None,
+):
+    """``forward`` without input checks (its callers in this module check once)."""
     B, T = tokens.shape
-    x, blocks = _forward_blocks(params, config, tokens, attn_mask, head_edit, residual_edit)
+    x, blocks = _forward_blocks(
+        params, config, tokens, attn_mask, head_edit, residual_edit, cache, positions
+    )
+    if cache is not None:
+        cache.advance(T)
     c_f = None
     if config.final_ln:
-        x, c_f = _layer_norm(x, params["ln_f.gamma"], params["ln_f.beta"], config.ln_eps)
+        x, c_f = final_norm(x, params, config)
     logits = x.reshape(B * T, -1) @ params["W_out"]  # (B T, vocab)
     logits += params["b_out"]
     return logits.reshape(B, T, -1), DecoderCache(tokens, blocks, x, c_f, params, config)
 
 
-def _embed(params, config, tokens):
-    """x_0 = tok_emb[tokens] (+ the learned or sinusoidal position table): a new (B, T, d)."""
+def _embed(params, config, tokens, start=0, positions=None):
+    """x_0 = tok_emb[tokens] (+ the learned or sinusoidal position table): a new (B, T, d).
+
+    The position rows are ``positions`` (T,), or start ... start + T - 1 when it is None.
+    """
     T = tokens.shape[1]
     x = params["tok_emb"][tokens]  # (B, T, d) a copy
     if config.positions == "learned":
-        x += params["pos_emb"][:T]
+        table = params["pos_emb"]  # (max_len, d)
+        x += table[start : start + T] if positions is None else table[positions]
     elif config.positions == "sinusoidal":
-        x += _sinusoid_table(T, config.d_model, x.dtype)
+        if positions is None:
+            x += _sinusoid_table(start + T, config.d_model, x.dtype)[start:]
+        else:
+            x += _sinusoid_table(int(positions.max()) + 1, config.d_model, x.dtype)[positions]
     return x
 
 
-def _forward_blocks(params, config, tokens, attn_mask, head_edit=None, residual_edit=None):
-    """Embeddings and blocks, without the final layer norm and output layer (hooks: ``_forward``).
+def _forward_blocks(
+    params,
+    config,
+    tokens,
+    attn_mask,
+    head_edit=None,
+    residual_edit=None,
+    cache=None,
+    positions=None,
+):
+    """Embeddings and blocks, without the final layer norm and output layer (hooks, cache and
+    positions: ``forward``; the cache is written but not advanced).
 
     Returns (x_L (B, T, d), [BlockCache of each block]); every intermediate x_l is a new array
     (no block writes into its input), so callers may keep them.
     """
-    x = _embed(params, config, tokens)  # (B, T, d)
+    start = 0 if cache is None else cache.length
+    x = _embed(params, config, tokens, start, positions)  # (B, T, d)
     blocks = []
     for layer in range(config.num_layers):
         edit = None if head_edit is None else functools.partial(head_edit, layer)
-        x, c = _block_forward(x, params, config, layer, attn_mask, edit)
+        x, c = block_forward(x, params, config, layer, attn_mask, edit, cache, positions)
         if residual_edit is not None:
             x = residual_edit(layer, x)
         blocks.append(c)
     return x, blocks
+
+
+def decoder_cache(config: DecoderConfig, batch: int, max_len: int | None = None, dtype=np.float64):
+    """An empty ``KVCache`` for ``forward`` with ``config``: keys and values of every block.
+
+    One key-value head per query head (the decoder is multi-head), room for ``max_len``
+    positions (default: the rows of the position table).
+    Returns a KVCache whose K and V have shape (num_layers, batch, h, max_len, d_h).
+    """
+    fn = "decoder_cache"
+    check_config(fn, config)
+    max_len = config.max_len if max_len is None else max_len
+    return KVCache(config.num_layers, batch, config.num_heads, max_len, config.d_head, dtype)
+
+
+def generate_greedy_with_cache(
+    params: dict, config: DecoderConfig, start, num_new: int, position_offset=True
+):
+    """Greedy decoding through a KV cache: one prefill over ``start``, then one token per step.
+
+    Each step is ``forward`` on the newest token with the cache (argmax, ties to the lowest
+    id): token for token what ``npformer.train.generate(model_logits(params, config), start,
+    num_new)`` returns without a cache. ``position_offset=False`` gives each new token the
+    position ids of a fresh sequence (0 for a single token): the classic bug, kept here so
+    that the chapter can show which check catches it.
+
+    Shapes: start (B, t0) integer ids. Returns the generated tokens only, (B, num_new) int64.
+    """
+    fn = "generate_greedy_with_cache"
+    _check_params(fn, params, config)
+    tokens = check_tokens(fn, "start", start, config)
+    num_new = int_at_least(fn, "num_new", num_new, minimum=0)
+    flag(fn, "position_offset", position_offset)
+    B, t0 = tokens.shape
+    if config.positions == "learned" and t0 + num_new - 1 > config.max_len:
+        raise ValueError(
+            f"{fn}: start of shape {tokens.shape} and num_new={num_new} need "
+            f"{t0 + num_new - 1} positions, more than the {config.max_len} of the table"
+        )
+    out = np.empty((B, num_new), dtype=np.int64)
+    cache = decoder_cache(config, B, max(t0 + num_new - 1, 1), params["tok_emb"].dtype)
+    new = tokens
+    for step in range(num_new):
+        positions = None if position_offset else np.arange(new.shape[1])
+        logits, _ = _forward(params, config, new, None, cache, positions)  # (B, n, vocab)
+        out[:, step] = logits[:, -1].argmax(axis=-1)  # (B,) ties go to the lowest id
+        new = out[:, step : step + 1]  # (B, 1) the next input
+    return out
 
 
 def hidden_states(params: dict, config: DecoderConfig, tokens, attn_mask=None) -> list:
@@ -369,7 +403,7 @@ def hidden_states(params: dict, config: DecoderConfig, tokens, attn_mask=None) -
     x = _embed(params, config, tokens)  # (B, T, d)
     states = [x]
     for layer in range(config.num_layers):
-        x, _ = _block_forward(x, params, config, layer, attn_mask)
+        x, _ = block_forward(x, params, config, layer, attn_mask)
         states.append(x)
     return states
 
@@ -389,9 +423,9 @@ def masked_cross_entropy(logits, targets, loss_mask):
             f"{fn}: logits must be a float (B, T, V) array, got {logits.dtype} {logits.shape}"
         )
     targets, weights = _loss_weights(fn, logits.shape, targets, loss_mask, logits.dtype)
-    shifted = logits - _max_last(logits)  # (B, T, V)
+    shifted = logits - max_last(logits)  # (B, T, V)
     probs = np.exp(shifted)
-    total = _sum_last(probs)  # (B, T, 1)
+    total = sum_last(probs)  # (B, T, 1)
     probs /= total
     picked = np.take_along_axis(shifted, targets[..., None], axis=-1)[..., 0]  # (B, T)
     log_p = picked - np.log(total[..., 0])  # (B, T) log softmax at the target
@@ -467,11 +501,10 @@ def backward(d_logits, cache: DecoderCache) -> dict:
     grads = zeros_like_packed(params)
     g2 = d_logits.reshape(N, -1)  # (B T, V)
     np.matmul(x_out.reshape(N, d).T, g2, out=grads["W_out"])  # (d, V)
-    _sum_rows(g2, out=grads["b_out"])
+    sum_rows(g2, out=grads["b_out"])
     dx = (g2 @ params["W_out"].T).reshape(B, T, d)  # (B, T, d)
     if config.final_ln:
-        dx, dgamma, dbeta = _layer_norm_backward(dx, c_f)
-        _store_ln(grads, "ln_f", dgamma, dbeta)
+        dx = final_norm_backward(dx, c_f, grads)
     return _backward_blocks(dx, tokens, blocks, params, config, grads)
 
 
@@ -480,7 +513,7 @@ def _backward_blocks(dx, tokens, blocks, params, config, grads):
     B, T = tokens.shape
     d, N = config.d_model, B * T
     for layer in reversed(range(config.num_layers)):
-        dx = _block_backward(dx, blocks[layer], params, config, layer, grads)
+        dx = block_backward(dx, blocks[layer], params, config, layer, grads)
     # dE[v] = sum of dx over the positions holding token v: a product with the one-hot matrix
     # of the tokens, which adds repeated tokens up exactly like np.add.at, several times faster
     if N * config.vocab_size <= 1 << 22:
@@ -489,7 +522,7 @@ def _backward_blocks(dx, tokens, blocks, params, config, grads):
     else:  # a one-hot matrix this large would cost more than it saves
         np.add.at(grads["tok_emb"], tokens, dx)
     if config.positions == "learned":
-        ones_b = _ones(B, dx.dtype, False)
+        ones_b = cached_ones(B, dx.dtype, False)
         np.matmul(ones_b, dx.reshape(B, T * d), out=grads["pos_emb"][:T].reshape(T * d))
     return grads
 
@@ -519,14 +552,14 @@ def loss_and_grads(params: dict, config: DecoderConfig, tokens, targets, loss_ma
     xs = x.reshape(N, d)[rows]  # (M, d)
     c_f = None
     if config.final_ln:
-        xs, c_f = _layer_norm(xs, params["ln_f.gamma"], params["ln_f.beta"], config.ln_eps)
+        xs, c_f = final_norm(xs, params, config)
     logits = xs @ params["W_out"]  # (M, V)
     logits += params["b_out"]
-    logits -= _max_last(logits)  # softmax cross-entropy, in place
+    logits -= max_last(logits)  # softmax cross-entropy, in place
     target = targets.ravel()[rows]  # (M,)
     picked = logits[np.arange(M), target]  # (M,) shifted logit of the target
     probs = np.exp(logits, out=logits)  # (M, V)
-    total = _sum_last(probs)  # (M, 1)
+    total = sum_last(probs)  # (M, 1)
     loss = -float(w @ (picked - np.log(total[:, 0])))
     probs /= total
     d_logits = probs  # (M, V): (softmax - onehot) * w
@@ -534,11 +567,10 @@ def loss_and_grads(params: dict, config: DecoderConfig, tokens, targets, loss_ma
     d_logits *= w[:, None]
     grads = zeros_like_packed(params)
     np.matmul(xs.T, d_logits, out=grads["W_out"])  # (d, V)
-    _sum_rows(d_logits, out=grads["b_out"])
+    sum_rows(d_logits, out=grads["b_out"])
     d_xs = d_logits @ params["W_out"].T  # (M, d)
     if config.final_ln:
-        d_xs, dgamma, dbeta = _layer_norm_backward(d_xs, c_f)
-        _store_ln(grads, "ln_f", dgamma, dbeta)
+        d_xs = final_norm_backward(d_xs, c_f, grads)
     dx = np.zeros((N, d), dtype=dtype)  # unselected positions: no gradient
     dx[rows] = d_xs
     return loss, _backward_blocks(dx.reshape(B, T, d), tokens, blocks, params, config, grads)

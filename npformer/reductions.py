@@ -15,23 +15,23 @@ import numpy as np
 
 
 @functools.lru_cache(maxsize=128)
-def _ones(n: int, dtype: np.dtype, column: bool) -> np.ndarray:
+def cached_ones(n: int, dtype: np.dtype, column: bool) -> np.ndarray:
     ones = np.ones((n, 1) if column else (n,), dtype=dtype)
     ones.flags.writeable = False
     return ones
 
 
-def _sum_last(x: np.ndarray) -> np.ndarray:
+def sum_last(x: np.ndarray) -> np.ndarray:
     """Sums over the last axis, kept as an axis of length 1: (..., n) -> (..., 1)."""
-    return x @ _ones(x.shape[-1], x.dtype, True)
+    return x @ cached_ones(x.shape[-1], x.dtype, True)
 
 
-def _sum_rows(x: np.ndarray, out=None) -> np.ndarray:
+def sum_rows(x: np.ndarray, out=None) -> np.ndarray:
     """Sums over the rows of a matrix: (N, n) -> (n,) (e.g. a bias gradient)."""
-    return np.matmul(_ones(x.shape[0], x.dtype, False), x, out=out)
+    return np.matmul(cached_ones(x.shape[0], x.dtype, False), x, out=out)
 
 
-def _max_last(x: np.ndarray) -> np.ndarray:
+def max_last(x: np.ndarray) -> np.ndarray:
     """Maxima over the last axis by halving, (..., n) -> (..., 1): log2(n) elementwise maxima."""
     if x.shape[-1] == 1:
         return x.copy()

@@ -61,14 +61,14 @@ def test_without_directions_equals_the_model(ln, positions):
 @pytest.mark.parametrize("positions", [True, "rope", "alibi"])
 @pytest.mark.parametrize("ln", ["pre", "post"])
 def test_removal_after_block_0_equals_running_block_1_on_the_projected_stream(positions, ln):
-    from npformer.block import _block_forward, layer_norm
+    from npformer.block import block_forward, layer_norm
 
     params, config = model(positions=positions, ln=ln)
     tokens = np.random.default_rng(6).integers(0, 21, size=(3, 12))
     D = random_directions(np.random.default_rng(7), 4, 16)
     c = np.random.default_rng(8).normal(size=16)
     x1 = remove_directions(hidden_states(params, config, tokens)[1], D, c)  # (B, T, d)
-    x2, _ = _block_forward(x1, params, config, 1, None)
+    x2, _ = block_forward(x1, params, config, 1, None)
     if config.final_ln:
         x2 = layer_norm(x2, params["ln_f.gamma"], params["ln_f.beta"])[0]
     expected = x2 @ params["W_out"] + params["b_out"]

@@ -103,20 +103,20 @@ def test_write_is_in_place_and_returns_views_of_the_past():
 
 
 def test_cache_errors_name_the_shapes():
+    """The forward pass checks its cache once; ``write``, called in every layer, trusts it."""
+    rng = np.random.default_rng(0)
+    layers = init_attention_only_model(2, 6, 2, 2, rng)  # d_h = 3
+    X = rng.standard_normal((1, 3, 6))
+    with pytest.raises(
+        ValueError, match=r"cache has shape \(2, 1, 3, 4, 3\).*\(2, 1, 2, max_len, 3\)"
+    ):
+        attention_only_forward(X, layers, 2, 2, KVCache(2, 1, 3, 4, 3))
+    with pytest.raises(ValueError, match=r"cache holds float32 \(shape \(2, 1, 2, 4, 3\)\)"):
+        attention_only_forward(X, layers, 2, 2, KVCache(2, 1, 2, 4, 3, dtype=np.float32))
     cache = KVCache(2, 1, 2, 4, 3)
-    ok = np.zeros((1, 2, 3, 3))
-    with pytest.raises(ValueError, match=r"K_new has shape \(1, 3, 3, 3\).*\(1, 2, n, 3\)"):
-        cache.write(0, np.zeros((1, 3, 3, 3)), ok)
-    with pytest.raises(ValueError, match=r"V_new has shape \(1, 2, 2, 3\)"):
-        cache.write(0, ok, np.zeros((1, 2, 2, 3)))
-    with pytest.raises(ValueError, match=r"dtype float32 and shape \(1, 2, 3, 3\)"):
-        cache.write(0, ok.astype(np.float32), ok)
-    with pytest.raises(ValueError, match="layer 2 is out of range for a cache of 2 layers"):
-        cache.write(2, ok, ok)
-    cache.write(0, ok, ok)
-    cache.advance(3)
-    with pytest.raises(ValueError, match=r"exceed the cache's max_len 4.*\(1, 2, 2, 3\)"):
-        cache.write(0, np.zeros((1, 2, 2, 3)), np.zeros((1, 2, 2, 3)))
+    attention_only_forward(X, layers, 2, 2, cache)
+    with pytest.raises(ValueError, match=r"2 new positions after the 3 cached exceed the cache's "):
+        attention_only_forward(X[:, :2], layers, 2, 2, cache)
     with pytest.raises(ValueError, match="length 3 \\+ 2 exceeds max_len 4"):
         cache.advance(2)
     with pytest.raises(ValueError, match="KVCache: max_len must be an integer >= 1"):
@@ -312,16 +312,19 @@ def test_generation_errors():
 
 # ----------------------------------------------------------------------------- the trained decoder
 
-from npformer.kv_cache import (  # noqa: E402
+from npformer.model import (  # noqa: E402
+    DecoderConfig,
     decoder_cache,
-    decoder_forward_with_cache,
+    forward,
     generate_greedy_with_cache,
+    init_params,
 )
-from npformer.model import DecoderConfig, forward, init_params  # noqa: E402
 from npformer.train import generate, model_logits  # noqa: E402
 
+SCHEMES = ["learned", "sinusoidal", "rope", "alibi", "none"]
 
-def _decoder(ln="pre", activation="relu", final_ln=True, seed=0):
+
+def _decoder(ln="pre", activation="relu", final_ln=True, seed=0, positions="learned"):
     config = DecoderConfig(
         vocab_size=11,
         d_model=16,
@@ -332,6 +335,7 @@ def _decoder(ln="pre", activation="relu", final_ln=True, seed=0):
         ln=ln,
         activation=activation,
         final_ln=final_ln,
+        positions=positions,
     )
     params = init_params(config, np.random.default_rng(seed))
     # larger embeddings than the initialization's, so that positions change the argmax
@@ -339,24 +343,53 @@ def _decoder(ln="pre", activation="relu", final_ln=True, seed=0):
     return config, params
 
 
-@pytest.mark.parametrize(
-    "ln, activation, final_ln",
-    [("pre", "relu", True), ("post", "gelu", False), ("pre", "swiglu", True)],
-)
-def test_cached_logits_equal_the_full_forward_pass(ln, activation, final_ln):
-    config, params = _decoder(ln, activation, final_ln)
-    tokens = np.random.default_rng(1).integers(0, 11, size=(3, 9))
+def _prefill_then_one_by_one(params, config, tokens, prefill):
+    """Logits of a prefill over tokens[:, :prefill], then of each later token, with one cache."""
+    B, T = tokens.shape
+    cache = decoder_cache(config, B, T, params["tok_emb"].dtype)
+    parts = [forward(params, config, tokens[:, :prefill], cache=cache)[0]]
+    for t in range(prefill, T):
+        parts.append(forward(params, config, tokens[:, t : t + 1], cache=cache)[0])
+    assert cache.length == T
+    return np.concatenate(parts, axis=1)  # (B, T, vocab)
+
+
+@pytest.mark.parametrize("ln", ["pre", "post"])
+@pytest.mark.parametrize("positions", SCHEMES)
+def test_cached_forward_equals_the_uncached_forward(positions, ln):
+    """A prefill then one token per call: the logits of one uncached pass, in float64."""
+    config, params = _decoder(ln, positions=positions)
+    tokens = np.random.default_rng(1).integers(0, 11, size=(3, 12))
     full, _ = forward(params, config, tokens)  # (B, T, vocab)
-    cache = decoder_cache(config, 3)
-    parts = [decoder_forward_with_cache(params, config, tokens[:, :4], cache)]
-    for t in range(4, 9):
-        parts.append(decoder_forward_with_cache(params, config, tokens[:, t : t + 1], cache))
-    np.testing.assert_allclose(np.concatenate(parts, axis=1), full, rtol=0, atol=1e-12)
-    assert cache.length == 9
+    for prefill in (1, 4):
+        cached = _prefill_then_one_by_one(params, config, tokens, prefill)
+        assert np.abs(cached - full).max() < 1e-10
 
 
-def test_cached_greedy_decoding_is_token_identical():
-    config, params = _decoder()
+@pytest.mark.parametrize(
+    "ln, activation, final_ln", [("post", "gelu", False), ("pre", "swiglu", True)]
+)
+def test_cached_forward_with_other_activations_and_no_final_norm(ln, activation, final_ln):
+    config, params = _decoder(ln, activation, final_ln, positions="rope")
+    tokens = np.random.default_rng(3).integers(0, 11, size=(2, 9))
+    full, _ = forward(params, config, tokens)
+    assert np.abs(_prefill_then_one_by_one(params, config, tokens, 3) - full).max() < 1e-10
+
+
+def test_rope_scale_and_float32_go_through_the_cache():
+    config = DecoderConfig(11, 16, 4, 2, 32, 12, positions="rope", rope_scale=0.5)
+    params = init_params(config, np.random.default_rng(4), dtype=np.float32)
+    tokens = np.random.default_rng(5).integers(0, 11, size=(2, 10))
+    full, _ = forward(params, config, tokens)
+    cached = _prefill_then_one_by_one(params, config, tokens, 2)
+    assert cached.dtype == np.float32
+    assert np.abs(cached - full).max() < 1e-4
+
+
+@pytest.mark.parametrize("ln", ["pre", "post"])
+@pytest.mark.parametrize("positions", SCHEMES)
+def test_cached_greedy_decoding_is_token_identical(positions, ln):
+    config, params = _decoder(ln, positions=positions)
     start = np.random.default_rng(2).integers(0, 11, size=(20, 4))
     expected = generate(model_logits(params, config), start, 8)
     assert np.array_equal(generate_greedy_with_cache(params, config, start, 8), expected)
@@ -371,27 +404,53 @@ def test_forgotten_position_offset_is_caught_by_the_token_check():
     assert not np.array_equal(buggy, expected)
 
 
-def test_decoder_cache_bad_inputs():
-    config, params = _decoder()
+def test_explicit_positions_equal_the_default_ones():
+    config, params = _decoder(positions="alibi")
+    tokens = np.random.default_rng(6).integers(0, 11, size=(2, 6))
     cache = decoder_cache(config, 2)
-    with pytest.raises(ValueError, match="cache has shape"):
-        decoder_forward_with_cache(params, config, np.zeros((3, 2), dtype=int), cache)
-    with pytest.raises(ValueError, match="must be a KVCache"):
-        decoder_forward_with_cache(params, config, np.zeros((2, 2), dtype=int), None)
-    with pytest.raises(ValueError, match="positions"):
-        decoder_forward_with_cache(params, config, np.zeros((2, 2), dtype=int), cache, [0])
-    with pytest.raises(ValueError, match="outside the 12 rows"):
-        decoder_forward_with_cache(params, config, np.zeros((2, 2), dtype=int), cache, [11, 12])
+    forward(params, config, tokens[:, :4], cache=cache)
+    default, _ = forward(params, config, tokens[:, 4:], cache=decoder_cache(config, 2))
+    a = forward(params, config, tokens[:, 4:], cache=cache, positions=np.arange(4, 6))[0]
+    full, _ = forward(params, config, tokens)
+    assert np.abs(a - full[:, 4:]).max() < 1e-10
+    assert np.abs(default - full[:, 4:]).max() > 1e-3  # no cache: positions 0, 1
+
+
+def test_forward_with_cache_bad_inputs():
+    config, params = _decoder()
+    tokens = np.zeros((2, 2), dtype=int)
+    with pytest.raises(ValueError, match=r"forward: cache has shape \(2, 3, 4, 12, 4\).*\(2, 2, 4"):
+        forward(params, config, tokens, cache=decoder_cache(config, 3))
+    with pytest.raises(ValueError, match="forward: cache must be a KVCache, got tuple"):
+        forward(params, config, tokens, cache=())
+    short = decoder_cache(config, 2, 3)
+    forward(params, config, tokens, cache=short)
+    with pytest.raises(ValueError, match=r"2 new positions after the 2 cached exceed .* max_len 3"):
+        forward(params, config, tokens, cache=short)
+    with pytest.raises(ValueError, match=r"cache holds float32.*float64"):
+        forward(params, config, tokens, cache=decoder_cache(config, 2, dtype=np.float32))
+    with pytest.raises(ValueError, match=r"positions must be 2 integer ids.*shape \(1,\)"):
+        forward(params, config, tokens, cache=decoder_cache(config, 2), positions=[0])
+    with pytest.raises(ValueError, match=r"positions of shape \(2,\).*\[11, 12\].*\[0, 12\)"):
+        forward(params, config, tokens, cache=decoder_cache(config, 2), positions=[11, 12])
+    full = decoder_cache(config, 2, 20)
+    forward(params, config, np.zeros((2, 11), dtype=int), cache=full)
+    with pytest.raises(ValueError, match="reach position 12, outside the 12 rows"):
+        forward(params, config, tokens, cache=full)
+    with pytest.raises(ValueError, match=r"mask of shape \(2, 2\).*\(2, 4, 1, 12\) \(attn_mask\)"):
+        forward(params, config, tokens[:, :1], attn_mask=np.ones((2, 2), bool), cache=full)
+    with pytest.raises(ValueError, match="head_edit must be None or a function"):
+        forward(params, config, tokens, head_edit=1)
     with pytest.raises(ValueError, match="integer"):
-        decoder_forward_with_cache(params, config, np.zeros((2, 2)), cache)
+        forward(params, config, np.zeros((2, 2)), cache=decoder_cache(config, 2))
     with pytest.raises(ValueError, match="start"):
         generate_greedy_with_cache(params, config, np.zeros(3, dtype=int), 2)
     with pytest.raises(ValueError, match="num_new"):
         generate_greedy_with_cache(params, config, np.zeros((1, 3), dtype=int), -1)
-    assert generate_greedy_with_cache(params, config, np.zeros((1, 3), dtype=int), 0).shape == (
-        1,
-        0,
-    )
+    with pytest.raises(ValueError, match=r"start of shape \(1, 3\) and num_new=11 need 13"):
+        generate_greedy_with_cache(params, config, np.zeros((1, 3), dtype=int), 11)
+    empty = generate_greedy_with_cache(params, config, np.zeros((1, 3), dtype=int), 0)
+    assert empty.shape == (1, 0)
 
 
 @pytest.mark.parametrize("g", [8, 4, 2, 1])
