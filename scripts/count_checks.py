@@ -13,7 +13,8 @@ out. Check lines are those code lines that belong to one of these:
   ``else`` branch is counted on its own, by the same rule for its statements);
 - an ``else`` branch or an ``except`` handler whose body only raises ``ValueError`` or
   ``TypeError``: the raising statements (and the ``except`` line);
-- a statement that only calls a function imported from ``npformer.validation``: an expression
+- a statement that only calls a function imported from ``npformer.validation``, or (outside
+  ``exercises/``) a function whose name starts with ``_check`` or ``check_``: an expression
   statement, an assignment, or a ``return``, whose value is that call;
 - a function whose name starts with ``_check`` or ``check_``, outside ``exercises/`` (there
   they are the readers' exercise checkers and their parts, not argument checks): all its lines;
@@ -95,10 +96,14 @@ def _validation_names(tree: ast.Module) -> set[str]:
     return names
 
 
-def _calls_validation(value: ast.expr | None, names: set[str]) -> bool:
-    return (
-        isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id in names
-    )
+def _calls_check(value: ast.expr | None, names: set[str], in_exercises: bool) -> bool:
+    if not isinstance(value, ast.Call):
+        return False
+    func = value.func
+    name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", None)
+    if isinstance(func, ast.Name) and name in names:
+        return True
+    return not in_exercises and name is not None and name.startswith(("_check", "check_"))
 
 
 def check_lines(
@@ -121,7 +126,7 @@ def check_lines(
         elif isinstance(node, ast.ExceptHandler) and _only_raises(node.body):
             lines |= _lines(node)
         elif isinstance(node, (ast.Expr, ast.Assign, ast.AnnAssign, ast.Return)):
-            if _calls_validation(node.value, names):
+            if _calls_check(node.value, names, in_exercises):
                 lines |= _lines(node)
         elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             if node.name.startswith(("_check", "check_")) and not in_exercises:

@@ -71,6 +71,18 @@ def test_calls_of_validation_count_and_other_calls_do_not():
     assert cc.check_lines(source) == {5, 6, 8}
 
 
+def test_calls_of_check_functions_count_outside_exercises():
+    source = _src("""
+        def f(x, config):
+            _check_config("f", config)
+            x = check_tokens("f", "x", x, config)
+            y = checked(x)
+            return y
+        """)
+    assert cc.check_lines(source) == {2, 3}
+    assert cc.check_lines(source, in_exercises=True) == set()
+
+
 def test_else_and_except_branches_that_only_raise():
     source = _src("""
         def f(kind, v):
