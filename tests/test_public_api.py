@@ -767,11 +767,6 @@ API = {
         lambda: dict(task=TASK, batch_size=2, rng=np.random.default_rng(0)),
         dict(task=Config(), batch_size=Size(), rng=Rng()),
     ),
-    "toy_tasks.targets_of": Row(
-        TT.targets_of,
-        lambda: dict(task=TASK, tokens=TT_TOKENS),
-        dict(task=Config(), tokens=Tokens()),
-    ),
     "toy_tasks.encode": Row(
         TT.encode, lambda: dict(task=TASK, tokens=TT_TOKENS), dict(task=Config(), tokens=Tokens())
     ),
@@ -2165,6 +2160,7 @@ INNER = {
     "seq2seq.reversal_of": "the batches of reversal_batch and exposure_bias (which checks src)",
     "tasks.answer": "the targets of make_batch and train.evaluate",
     "tasks.random_prompts": "the prompts of make_batch and evaluation_prompts",
+    "toy_tasks.targets_of": "the targets of sample_batch, evaluate and most_frequent_accuracy",
     "train.block_grad_norms": "a record of train",
     "train.learning_rate": "the warm-up of train",
     "train.prompt_attention_mask": "the mask of train and evaluate",
