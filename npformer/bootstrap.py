@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.validation import float_array, generator, int_at_least, number_array
+from npformer.validation import float_array, int_at_least, number_array
 
 
 def _scores(fn: str, name: str, x) -> np.ndarray:
@@ -56,23 +56,17 @@ def _check_common(fn: str, n, resamples, level):
 def resampled_means(accuracies, n: int, rng: np.random.Generator, resamples: int = 2000):
     """Two-stage bootstrap draws of the mean accuracy over runs: (resamples,) float64.
 
-    ``accuracies`` (S,): each run's accuracy on its n held-out items (0/1 outcomes).
+    ``accuracies`` (S,) array: each run's accuracy on its n held-out items (0/1 outcomes).
     """
-    fn = "resampled_means"
-    a = _check_accuracies(fn, "accuracies", accuracies)
-    _check_common(fn, n, resamples, 0.5)
-    generator(fn, rng)
-    runs = rng.integers(0, a.size, size=(resamples, a.size))  # (R, S) runs drawn
-    items = rng.binomial(n, a[runs]) / n  # (R, S) prompts redrawn within each run
+    S = accuracies.size
+    runs = rng.integers(0, S, size=(resamples, S))  # (R, S) runs drawn
+    items = rng.binomial(n, accuracies[runs]) / n  # (R, S) prompts redrawn within each run
     return items.mean(axis=1)  # (R,)
 
 
 def percentile_interval(draws, level: float = 0.95) -> tuple[float, float]:
     """The (1 - level)/2 and (1 + level)/2 quantiles of the bootstrap ``draws``."""
-    d = float_array("percentile_interval", "draws", draws)
-    if isinstance(level, bool) or not (isinstance(level, float) and 0 < level < 1):
-        raise ValueError(f"percentile_interval: level must be a float in (0, 1), got {level!r}")
-    lo, hi = np.quantile(d, [(1 - level) / 2, (1 + level) / 2])
+    lo, hi = np.quantile(draws, [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)
 
 

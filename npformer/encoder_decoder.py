@@ -452,14 +452,9 @@ def encode(src_tokens, params, config: EncoderDecoderConfig, src_pad=None):
 
     Shapes: src_tokens (B, S) ids; src_pad (B, S) bool, True = real token (None: no padding).
     Rows of ``memory`` at padded positions are computed but never read by the decoder.
-    Returns (memory (B, S, d), list of EncoderLayerCache).
+    Returns (memory (B, S, d), caches): one EncoderLayerCache per layer, then, with
+    ``config.final_norm``, the final norm's LayerNormCache.
     """
-    memory, caches, _ = _encode(src_tokens, params, config, src_pad)
-    return memory, caches
-
-
-def _encode(src_tokens, params, config, src_pad):
-    """``encode``, also returning the final norm's cache (None without ``final_norm``)."""
     fn = "encode"
     _check_params(fn, params, config)
     src_tokens = _check_tokens(fn, "src_tokens", src_tokens, config.vocab_size)
@@ -470,11 +465,11 @@ def _encode(src_tokens, params, config, src_pad):
     for layer in params["encoder"]:
         x, cache = encoder_layer(x, layer, config.num_heads, mask, config.eps)
         caches.append(cache)
-    norm_cache = None
     if config.final_norm:
         norm = params["encoder_norm"]
         x, norm_cache = layer_norm(x, norm["gamma"], norm["beta"], config.eps)
-    return x, caches, norm_cache
+        caches.append(norm_cache)
+    return x, caches
 
 
 def decode(tgt_tokens, memory, params, config: EncoderDecoderConfig, src_pad=None):
@@ -484,14 +479,9 @@ def decode(tgt_tokens, memory, params, config: EncoderDecoderConfig, src_pad=Non
     memory (B, S, d); src_pad (B, S) bool, True = real source token. Self-attention is causal;
     cross-attention ignores padded source positions. Right-padded targets need no mask of their
     own: the causal mask already hides every later position from each query.
-    Returns (hidden (B, T, d), list of DecoderLayerCache).
+    Returns (hidden (B, T, d), caches): one DecoderLayerCache per layer, then, with
+    ``config.final_norm``, the final norm's LayerNormCache.
     """
-    hidden, caches, _ = _decode(tgt_tokens, memory, params, config, src_pad)
-    return hidden, caches
-
-
-def _decode(tgt_tokens, memory, params, config, src_pad):
-    """``decode``, also returning the final norm's cache (None without ``final_norm``)."""
     fn = "decode"
     _check_params(fn, params, config)
     tgt_tokens = _check_tokens(fn, "tgt_tokens", tgt_tokens, config.vocab_size)
@@ -512,11 +502,11 @@ def _decode(tgt_tokens, memory, params, config, src_pad):
             y, memory, layer, config.num_heads, self_mask, memory_mask, config.eps
         )
         caches.append(cache)
-    norm_cache = None
     if config.final_norm:
         norm = params["decoder_norm"]
         y, norm_cache = layer_norm(y, norm["gamma"], norm["beta"], config.eps)
-    return y, caches, norm_cache
+        caches.append(norm_cache)
+    return y, caches
 
 
 class EncoderDecoderCache(NamedTuple):
@@ -544,8 +534,11 @@ def encoder_decoder_forward(
     source token. Returns (logits (B, T, vocab_size), EncoderDecoderCache); the cache is what
     :func:`encoder_decoder_backward` needs.
     """
-    memory, enc_caches, enc_norm = _encode(src_tokens, params, config, src_pad)  # (B, S, d)
-    hidden, dec_caches, dec_norm = _decode(tgt_tokens, memory, params, config, src_pad)
+    memory, enc_caches = encode(src_tokens, params, config, src_pad)  # (B, S, d)
+    hidden, dec_caches = decode(tgt_tokens, memory, params, config, src_pad)  # (B, T, d)
+    # the final norms' caches, if any, come last: kept apart from the layers' for the backward
+    enc_norm = enc_caches.pop() if config.final_norm else None
+    dec_norm = dec_caches.pop() if config.final_norm else None
     logits = hidden @ params["embedding"].T  # (B, T, vocab_size)
     cache = EncoderDecoderCache(
         memory,
@@ -583,11 +576,6 @@ def encoder_layer_backward(d_out, cache: EncoderLayerCache, layer: dict):
     attention core's backward; each residual adds its two paths.
     Shapes: d_out (B, S, d). Returns (dx (B, S, d), grads: a dict shaped like ``layer``).
     """
-    fn = "encoder_layer_backward"
-    d_out = _check_stream(fn, "d_out", d_out, "(B, S, d)")
-    if not isinstance(cache, EncoderLayerCache):
-        raise ValueError(f"{fn}: cache must be the EncoderLayerCache of encoder_layer")
-    _check_layer(fn, layer, _ENCODER_LAYER)
     d_sum2, dg2, db2 = layer_norm_backward(d_out, cache.norm_2)  # d(h + f)
     d_h, ffn_grads = _ffn_backward(d_sum2, cache.ffn)
     d_h = d_h + d_sum2  # the residual path
@@ -615,11 +603,6 @@ def decoder_layer_backward(d_out, cache: DecoderLayerCache, layer: dict):
     Shapes: d_out (B, T, d). Returns (dy (B, T, d), d_memory (B, S, d), grads shaped like
     ``layer``).
     """
-    fn = "decoder_layer_backward"
-    d_out = _check_stream(fn, "d_out", d_out, "(B, T, d)")
-    if not isinstance(cache, DecoderLayerCache):
-        raise ValueError(f"{fn}: cache must be the DecoderLayerCache of decoder_layer")
-    _check_layer(fn, layer, _DECODER_LAYER)
     d_sum3, dg3, db3 = layer_norm_backward(d_out, cache.norm_3)  # d(h2 + f)
     d_h2, ffn_grads = _ffn_backward(d_sum3, cache.ffn)
     d_h2 = d_h2 + d_sum3
@@ -663,17 +646,7 @@ def encoder_decoder_backward(d_logits, cache: EncoderDecoderCache, params, confi
     Shapes: d_logits (B, T, vocab_size). Returns a nested dict shaped like ``params`` (use
     :func:`named_parameters` to flatten both for an optimizer).
     """
-    fn = "encoder_decoder_backward"
-    if not isinstance(cache, EncoderDecoderCache) or cache.src_tokens is None:
-        raise ValueError(f"{fn}: cache must be the EncoderDecoderCache of encoder_decoder_forward")
-    _check_params(fn, params, config)
-    d_logits = float_array(fn, "d_logits", d_logits)
     B, T, d = cache.hidden.shape
-    expected = (B, T, config.vocab_size)
-    if d_logits.shape != expected:
-        raise ValueError(
-            f"{fn}: d_logits has shape {d_logits.shape}, the forward's logits had {expected}"
-        )
     E = params["embedding"]  # (vocab_size, d)
     g2 = d_logits.reshape(-1, config.vocab_size)  # (B T, vocab_size)
     dE = g2.T @ cache.hidden.reshape(-1, d)  # (vocab_size, d) the output projection's share

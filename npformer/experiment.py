@@ -33,7 +33,7 @@ import numpy as np
 
 from npformer.tasks import TASKS
 from npformer.train import Evaluation, TrainConfig, evaluate, train
-from npformer.validation import flag, int_at_least, sequence
+from npformer.validation import flag, sequence
 
 
 def _check_workers(fn: str, workers) -> None:
@@ -156,11 +156,6 @@ def run_under_environments(
 
 def run_job(job: Job, keep: bool = True, eval_size: int = 500, eval_seed: int = 999) -> RunResult:
     """Train ``job.config``, evaluate by generation; keep the model and curve if ``keep``."""
-    if not isinstance(job, Job):
-        raise ValueError(f"run_job: job must be a Job(name, TrainConfig), got {job!r}")
-    flag("run_job", "keep", keep)
-    int_at_least("run_job", "eval_size", eval_size)
-    int_at_least("run_job", "eval_seed", eval_seed, minimum=0)
     start = time.perf_counter()
     trained = train(job.config, record_grad_norms=job.record_grad_norms)
     evaluation = evaluate(trained.params, job.config, n=eval_size, seed=eval_seed)
@@ -180,8 +175,6 @@ def run_job(job: Job, keep: bool = True, eval_size: int = 500, eval_seed: int = 
 
 def worker_count(num_jobs: int, workers: int | None = None) -> int:
     """Processes to use: one per core, at most ``workers`` and at most $NPFORMER_WORKERS."""
-    int_at_least("worker_count", "num_jobs", num_jobs, minimum=0)
-    _check_workers("worker_count", workers)
     limit = os.cpu_count() or 1
     raw = os.environ.get(WORKERS_ENV)
     if raw is not None and raw.strip():
@@ -193,8 +186,6 @@ def worker_count(num_jobs: int, workers: int | None = None) -> int:
             raise ValueError(f"worker_count: {WORKERS_ENV} must be a positive integer, got {raw!r}")
         limit = min(limit, cap)
     if workers is not None:
-        if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-            raise ValueError(f"worker_count: workers must be a positive integer, got {workers!r}")
         limit = min(limit, workers)
     return max(1, min(limit, num_jobs))
 
@@ -236,16 +227,7 @@ def map_in_processes(
     must be importable by name (a module-level function). Returns results in the order of
     ``items``.
     """
-    fn = "map_in_processes"
-    if not callable(function):
-        raise ValueError(f"{fn}: function must be callable, got {function!r}")
-    items = sequence(fn, "items", items)
-    _check_workers(fn, workers)
-    if on_result is not None and not callable(on_result):
-        raise ValueError(f"{fn}: on_result must be a function or None, got {on_result!r}")
-    order = list(range(len(items))) if order is None else list(sequence(fn, "order", order))
-    if sorted(order, key=repr) != sorted(range(len(items)), key=repr):
-        raise ValueError(f"{fn}: order must be a permutation of 0 .. {len(items) - 1}, got {order}")
+    order = range(len(items)) if order is None else order
     tasks = [(i, function, items[i]) for i in order]
     results: list = [None] * len(items)
     n = worker_count(len(items), workers) if items else 1
@@ -305,8 +287,6 @@ def run_grid(
 
 def cli_arguments(config: TrainConfig) -> list[str]:
     """The command-line arguments that make ``python -m npformer.experiment`` run ``config``."""
-    if not isinstance(config, TrainConfig):
-        raise ValueError(f"cli_arguments: config must be a TrainConfig, got {config!r}")
     default = TrainConfig()
     args = [
         "--task", config.task, "--length", str(config.length), "--seed", str(config.seed),
@@ -344,8 +324,6 @@ def run_in_subprocesses(
     ``{"OPENBLAS_CORETYPE": "Prescott"}``. At most ``worker_count`` processes run at once,
     each with one BLAS thread. Returns each run's JSON summary (a dict), in order.
     """
-    runs = sequence("run_in_subprocesses", "runs", runs)
-    _check_workers("run_in_subprocesses", workers)
     n = worker_count(len(runs), workers) if runs else 1
     summaries: list[dict | None] = [None] * len(runs)
     running: dict[int, subprocess.Popen] = {}
@@ -476,8 +454,6 @@ def _scheme(args: argparse.Namespace) -> bool | str:
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     """The TrainConfig the parsed arguments describe (raises ValueError when inconsistent)."""
-    if not isinstance(args, argparse.Namespace):
-        raise ValueError(f"config_from_args: args must be an argparse.Namespace, got {args!r}")
     return TrainConfig(
         task=args.task,
         length=args.length,

@@ -121,11 +121,6 @@ def label_smoothed_cross_entropy(logits, targets, smoothing: float = 0.1, loss_m
 
 def label_smoothed_cross_entropy_backward(cache: LabelSmoothingCache) -> np.ndarray:
     """dL/dlogits = (softmax(logits) - q) * weight of each position. Returns (..., V)."""
-    if not isinstance(cache, LabelSmoothingCache):
-        raise ValueError(
-            "label_smoothed_cross_entropy_backward: cache must be the LabelSmoothingCache of "
-            f"label_smoothed_cross_entropy, got {type(cache).__name__}"
-        )
     probs, targets, weights, smoothing = cache
     V = probs.shape[-1]
     d = probs - smoothing / V  # (..., V)

@@ -149,8 +149,6 @@ def count_faults(fn: Callable[[], object], repeats: int = 1) -> Counted:
     One warm-up call first, outside the count. A page fault is the kernel handing the process
     a fresh zeroed page on its first touch: a count, the same on every processor.
     """
-    _callable("count_faults", "fn", fn)
-    repeats = _count("count_faults", "repeats", repeats)
     fn()
     best, result = math.inf, None
     faults = minor_faults()
@@ -170,21 +168,12 @@ def pages(nbytes: int) -> int:
 
 def allocator_variable(name: str) -> bool:
     """True for an environment variable that can set or replace glibc's allocator."""
-    if not isinstance(name, str):
-        raise ValueError(f"allocator_variable: name must be a str, got {type(name).__name__}")
     return name.startswith("MALLOC_") or name in ("GLIBC_TUNABLES", "LD_PRELOAD")
 
 
 def allocator_environment(setting: str, base: Mapping[str, str] | None = None) -> dict[str, str]:
     """``base`` (default: this process's environment) without any allocator variable, plus
     exactly the variables of ``ALLOCATOR_SETTINGS[setting]``."""
-    if setting not in ALLOCATOR_SETTINGS:
-        raise ValueError(
-            f"allocator_environment: setting must be one of {tuple(ALLOCATOR_SETTINGS)}, "
-            f"got {setting!r}"
-        )
-    if base is not None and not isinstance(base, Mapping):
-        raise ValueError(f"allocator_environment: base must be a mapping, got {base!r}")
     base = os.environ if base is None else base
     env = {k: v for k, v in base.items() if not allocator_variable(k)}
     env.update(ALLOCATOR_SETTINGS[setting])
@@ -211,6 +200,10 @@ def run_in_child(code: str, setting: str) -> object:
     """
     if not isinstance(code, str):
         raise ValueError(f"run_in_child: code must be a str, got {type(code).__name__}")
+    if setting not in ALLOCATOR_SETTINGS:
+        raise ValueError(
+            f"run_in_child: setting must be one of {tuple(ALLOCATOR_SETTINGS)}, got {setting!r}"
+        )
     env = allocator_environment(setting)
     done = subprocess.run(
         [sys.executable, "-c", _CHILD_PRELUDE + code + _CHILD_EPILOGUE],

@@ -185,18 +185,7 @@ def multi_head_attention_backward(d_out, cache: MultiHeadCache, params):
     Shapes: d_out (B, T, d) like the output. Returns (dX_q (B, T, d), dX_kv (B, S, d), grads: a
     dict with the names and shapes of ``params``).
     """
-    fn = "multi_head_attention_backward"
-    if not isinstance(cache, MultiHeadCache):
-        raise ValueError(f"{fn}: cache must be the MultiHeadCache of multi_head_attention")
-    d_out = float_array(fn, "d_out", d_out)
-    same_dtype(fn, d_out=d_out, X_q=cache.X_q)
-    if d_out.shape != cache.X_q.shape:
-        raise ValueError(
-            f"{fn}: d_out of shape {d_out.shape} must have the output's shape (B, T, d) = "
-            f"{cache.X_q.shape}"
-        )
     d = cache.X_q.shape[-1]
-    _check_params(fn, params, d, cache.X_q.dtype)
     g = d_out.reshape(-1, d)  # (B T, d)
     grads = {
         "W_o": cache.merged.reshape(-1, d).T @ g,  # (d, d)

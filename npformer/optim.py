@@ -42,15 +42,6 @@ def pack(arrays: dict, dtype=None) -> dict:
     The views keep the names, order and shapes of ``arrays``; ``dtype`` defaults to the common
     dtype of the inputs. Returns {name: view}; ``flat_buffer`` of the result is the buffer.
     """
-    if not isinstance(arrays, dict) or not arrays:
-        raise ValueError(
-            f"pack: arrays must be a non-empty dict name -> array, got {_describe(arrays)}"
-        )
-    if dtype is not None:
-        try:
-            dtype = np.dtype(dtype)
-        except TypeError:
-            raise ValueError(f"pack: dtype must be a NumPy dtype, got {dtype!r}") from None
     arrays = {name: np.asarray(a) for name, a in arrays.items()}
     if dtype is None:
         dtype = np.result_type(*arrays.values())
@@ -64,11 +55,6 @@ def pack(arrays: dict, dtype=None) -> dict:
 
 def zeros_like_packed(arrays: dict) -> dict:
     """A packed dict of zeros with the names, shapes and dtype of ``arrays`` (e.g. gradients)."""
-    if not isinstance(arrays, dict) or not arrays:
-        raise ValueError(
-            f"zeros_like_packed: arrays must be a non-empty dict name -> array, got "
-            f"{_describe(arrays)}"
-        )
     first = next(iter(arrays.values()))
     buffer = np.zeros(sum(a.size for a in arrays.values()), dtype=first.dtype)
     return _views_of(buffer, arrays)
@@ -81,10 +67,6 @@ def flat_buffer(arrays: dict):
     follow one another without gaps in dict order and together cover the whole buffer: exactly
     what ``pack`` produces. Anything else (copies, reordered dicts) gives None.
     """
-    if not isinstance(arrays, dict):
-        raise ValueError(
-            f"flat_buffer: arrays must be a dict name -> array, got {_describe(arrays)}"
-        )
     values = list(arrays.values())
     if not values:
         return None

@@ -87,13 +87,7 @@ def fit_linear_probe(features, labels, num_classes: int, ridge: float = 1e-3) ->
 
 def probe_predict(probe: LinearProbe, features) -> np.ndarray:
     """The class with the largest output for each row of ``features`` (N, d). Returns (N,)."""
-    _check_probe("probe_predict", probe)
-    X, _ = _check("probe_predict", features)
-    if X.shape[1] != probe.mean.shape[0]:
-        raise ValueError(
-            f"probe_predict: features have shape {X.shape}, the probe was fitted on "
-            f"{probe.mean.shape[0]} columns"
-        )
+    X = np.asarray(features)
     return (_design(probe.mean, probe.std, X) @ probe.weights).argmax(axis=1)
 
 
@@ -103,6 +97,11 @@ def probe_accuracy(probe: LinearProbe, features, labels) -> float:
     if labels is None:
         raise ValueError("probe_accuracy: labels must be an integer array of shape (N,), got None")
     X, y = _check("probe_accuracy", features, labels)
+    if X.shape[1] != probe.mean.shape[0]:
+        raise ValueError(
+            f"probe_accuracy: features have shape {X.shape}, the probe was fitted on "
+            f"{probe.mean.shape[0]} columns"
+        )
     return float((probe_predict(probe, X) == y).mean())
 
 

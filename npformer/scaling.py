@@ -90,24 +90,7 @@ def score_statistics(Q, K, scale: bool) -> ScalingStats:
     over the S keys of each row; the weight statistics are means over all rows, the score
     statistics are over all entries. Returns a :class:`ScalingStats`.
     """
-    fn = "score_statistics"
-    Q = float_array(fn, "Q", Q, min_rank=2)
-    K = float_array(fn, "K", K, min_rank=2)
-    if Q.shape[-1] != K.shape[-1]:
-        raise ValueError(
-            f"{fn}: Q has shape {Q.shape} and K has shape {K.shape}: their last axes (d_k) "
-            f"must match"
-        )
-    try:
-        np.broadcast_shapes(Q.shape[:-2], K.shape[:-2])
-    except ValueError:
-        raise ValueError(
-            f"{fn}: the leading axes of Q {Q.shape} and K {K.shape} do not broadcast"
-        ) from None
-    scale = flag(fn, "scale", scale)
     d_k = Q.shape[-1]
-    if d_k == 0:
-        raise ValueError(f"{fn}: Q {Q.shape} and K {K.shape} have width d_k = 0: no scores")
     raw = Q @ K.swapaxes(-1, -2)  # (..., T, S)
     scores = raw / math.sqrt(d_k) if scale else raw  # (..., T, S)
     weights = softmax(scores, axis=-1)  # (..., T, S)

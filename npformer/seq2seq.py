@@ -79,13 +79,7 @@ def reversal_batch(
 
 def reversal_of(src) -> ReversalBatch:
     """The decoder input and target of given sources: tgt_out = src reversed."""
-    src = np.asarray(src)
-    if not np.issubdtype(src.dtype, np.integer) or src.ndim != 2 or src.shape[1] == 0:
-        raise ValueError(
-            f"reversal_of: src must be an integer (B, L) array with L >= 1, got dtype "
-            f"{src.dtype} with shape {src.shape}"
-        )
-    src = src.astype(np.int64)
+    src = np.asarray(src).astype(np.int64)
     tgt_out = src[:, ::-1].copy()  # (B, L)
     start = np.full((src.shape[0], 1), START, dtype=np.int64)
     tgt_in = np.concatenate([start, tgt_out[:, :-1]], axis=1)  # (B, L) shifted right
@@ -232,6 +226,12 @@ def exposure_bias(params, config: EncoderDecoderConfig, src, plant_at: int, seed
     if not isinstance(config, EncoderDecoderConfig):
         raise ValueError(f"{fn}: config must be an EncoderDecoderConfig, got {config!r}")
     seed = int_at_least(fn, "seed", seed, minimum=0)
+    src = np.asarray(src)
+    if not np.issubdtype(src.dtype, np.integer) or src.ndim != 2 or src.shape[1] == 0:
+        raise ValueError(
+            f"{fn}: src must be an integer (N, L) array with L >= 1, got dtype {src.dtype} "
+            f"with shape {src.shape}"
+        )
     batch = reversal_of(src)
     N, L = batch.src.shape
     if isinstance(plant_at, bool) or not isinstance(plant_at, (int, np.integer)):

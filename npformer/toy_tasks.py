@@ -96,9 +96,6 @@ def sample_batch(task: LookbackTask, batch_size: int, rng: np.random.Generator):
 
 def targets_of(task: LookbackTask, tokens) -> np.ndarray:
     """targets[b, i, r] = tokens[b, (i - offsets[r]) mod T]. Shapes: (B, T) -> (B, T, m)."""
-    fn = "targets_of"
-    task = _check_task(fn, task)
-    tokens = _tokens(fn, task, tokens)
     positions = np.arange(task.seq_len)
     source = (positions[:, None] - np.array(task.offsets)[None, :]) % task.seq_len  # (T, m)
     return tokens[:, source]  # (B, T, m)

@@ -40,7 +40,7 @@ from npformer.tasks import (
     make_batch,
     with_separator,
 )
-from npformer.validation import array_dict, flag, generator, int_at_least
+from npformer.validation import flag, generator, int_at_least
 
 #: Prompt attention patterns: "causal" everywhere, or "bidirectional" among the L prompt
 #: symbols (a prefix language model; the separator and the answer stay causal).
@@ -183,9 +183,6 @@ def learning_rate(config: TrainConfig, step: int) -> float:
 
     Without warm-up (``warmup_steps`` 0) it is ``config.lr`` at every step.
     """
-    if not isinstance(config, TrainConfig):
-        raise ValueError(f"learning_rate: config must be a TrainConfig, got {config!r}")
-    step = int_at_least("learning_rate", "step", step, minimum=0)
     if config.warmup_steps == 0:
         return config.lr
     return config.lr * min(1.0, (step + 1) / config.warmup_steps)
@@ -193,8 +190,6 @@ def learning_rate(config: TrainConfig, step: int) -> float:
 
 def block_grad_norms(grads: dict, num_layers: int) -> np.ndarray:
     """The norm of the gradient of each block's parameters together: (num_layers,) float64."""
-    array_dict("block_grad_norms", "grads", grads)
-    num_layers = int_at_least("block_grad_norms", "num_layers", num_layers)
     norms = np.zeros(num_layers)
     for name, g in grads.items():
         if name.startswith("block"):
@@ -210,11 +205,6 @@ def prompt_attention_mask(length: int, total: int, bidirectional: bool) -> np.nd
     symbols also see each other both ways. Returns None for the plain causal mask (the model's
     default).
     """
-    fn = "prompt_attention_mask"
-    length, total = int_at_least(fn, "length", length), int_at_least(fn, "total", total)
-    if total < length:
-        raise ValueError(f"{fn}: total={total} must be at least the prompt's length={length}")
-    flag(fn, "bidirectional", bidirectional)
     if not bidirectional:
         return None
     mask = np.tril(np.ones((total, total), dtype=bool))  # (T, T) causal

@@ -1,8 +1,9 @@
-"""Input checks shared by the package's public functions.
+"""Input checks shared by the functions readers call.
 
-Every public function validates at its boundary and raises ``ValueError`` with a message that
-names the function and the offending shapes or dtypes, so that a wrong call fails loudly instead
-of broadcasting into a silently wrong answer.
+The functions a chapter hands to readers, the model's and trainer's entry points, the configs and
+the exercise checkers validate their arguments and raise ``ValueError`` with a message that names
+the function and the offending shapes or dtypes, so that a wrong call fails loudly instead of
+broadcasting into a silently wrong answer. The functions they call trust them and check nothing.
 """
 
 from __future__ import annotations

@@ -46,10 +46,6 @@ def _rounded(x: float, digits: int) -> float:
 
 def judge(ref: Reference, value: float) -> str:
     """The verdict for ``value`` against ``ref``."""
-    if not isinstance(ref, Reference):
-        raise ValueError(f"judge: ref must be a Reference, got {type(ref).__name__}")
-    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.number)):
-        raise ValueError(f"judge: value must be a number, got {value!r}")
     if not math.isfinite(value):
         return "outside"
     if _rounded(value, ref.digits) == _rounded(ref.expected, ref.digits):

@@ -158,9 +158,6 @@ CASES = {
         "layer",
     ),
     "ffn_preactivations(cache)": (lambda v: M.ffn_preactivations(v), [None], "cache"),
-    "pack(arrays)": (lambda v: O.pack(v), [None, [1], {}], "arrays"),
-    "zeros_like_packed(arrays)": (lambda v: O.zeros_like_packed(v), [None, {}], "arrays"),
-    "flat_buffer(arrays)": (lambda v: O.flat_buffer(v), [None, [1]], "arrays"),
     "Adam(lr)": (lambda v: O.Adam(PARAMS, lr=v), [None, True, 0, float("inf")], "lr"),
     "relative_error(a)": (lambda v: G.relative_error(v, 1.0), [None, "a"], "a must be numbers"),
     "normwise_relative_error(a)": (

@@ -94,16 +94,10 @@ def test_bad_inputs_are_refused():
         ExtrapolationConfig(seed=True)
     with pytest.raises(ValueError, match="lr must be a positive finite number"):
         ExtrapolationConfig(lr=float("nan"))
-    with pytest.raises(ValueError, match="k_back_batch: offset=4 must be smaller than length=4"):
-        k_back_batch(np.random.default_rng(0), 2, 4, 4)
-    with pytest.raises(ValueError, match="train_k_back: config must be an ExtrapolationConfig"):
-        train_k_back({"positions": "rope"})
     with pytest.raises(ValueError, match="run_configs: configs must be a sequence"):
         run_configs([1])
     config = ExtrapolationConfig(steps=1)
     result = run_one(config)
-    with pytest.raises(ValueError, match="length=128 exceeds the config's longest=64"):
-        accuracy_by_position(result.params or {}, config, 128)
     with pytest.raises(ValueError, match="length=16 must be an evaluated length above n=16"):
         past_training_accuracy(result, 16)
 
@@ -124,8 +118,6 @@ def test_interpolation_is_the_decoder_with_its_rope_positions_squeezed():
     right = forward(result.params, squeezed, tokens)[0].argmax(-1)[:, 2:] == tokens[:, :-2]
     np.testing.assert_array_equal(result.interpolated[16][2:], right.mean(axis=0))
     assert not np.array_equal(result.interpolated[16], result.accuracy[16])
-    with pytest.raises(ValueError, match="interpolate=True needs positions='rope', got 'alibi'"):
-        accuracy_by_position({}, ExtrapolationConfig(positions="alibi"), 16, interpolate=True)
     assert run_one(ExtrapolationConfig(positions="alibi", steps=1)).interpolated is None
 
 
@@ -137,8 +129,6 @@ def test_a_window_as_long_as_the_sequence_changes_nothing_and_a_short_one_does()
     np.testing.assert_array_equal(full, result.accuracy[16])
     one_key = accuracy_by_position(result.params, config, 16, window=1)  # only itself: chance
     assert abs(np.nanmean(one_key) - CHANCE) < 0.03
-    with pytest.raises(ValueError, match="window must be a positive integer, got 0"):
-        accuracy_by_position(result.params, config, 16, window=0)
 
 
 def test_visible_distances_equal_the_window_they_describe_and_read_offset_rescores():
@@ -159,11 +149,3 @@ def test_visible_distances_equal_the_window_they_describe_and_read_offset_rescor
     assert np.isnan(shifted[:5]).all() and not np.isnan(shifted[5:]).any()
     interpolated = accuracy_by_position(result.params, config, 16, interpolate=True, read_offset=4)
     np.testing.assert_array_equal(interpolated, result.interpolated_read[16])
-    with pytest.raises(ValueError, match="give window or distances, not both"):
-        accuracy_by_position(result.params, config, 16, window=2, distances=[0, 1])
-    with pytest.raises(ValueError, match="distances must contain 0"):
-        accuracy_by_position(result.params, config, 16, distances=[1, 2])
-    with pytest.raises(ValueError, match=r"distances must lie in \[0, length=16\)"):
-        accuracy_by_position(result.params, config, 16, distances=[0, 16])
-    with pytest.raises(ValueError, match="read_offset=16 must be smaller than length=16"):
-        accuracy_by_position(result.params, config, 16, read_offset=16)

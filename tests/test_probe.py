@@ -58,4 +58,4 @@ def test_bad_inputs():
     with pytest.raises(
         ValueError, match=r"features have shape \(4, 2\), the probe was fitted on 3"
     ):
-        probe_predict(probe, np.zeros((4, 2)))
+        probe_accuracy(probe, np.zeros((4, 2)), np.zeros(4, int))

@@ -8,7 +8,6 @@ from npformer.seq2seq import (
     Seq2SeqRun,
     exposure_bias,
     reversal_batch,
-    reversal_of,
     train_reversal,
 )
 
@@ -45,8 +44,6 @@ def test_bad_arguments():
         reversal_batch(0, 4, 5, 6)
     with pytest.raises(ValueError, match="length must be a positive integer"):
         reversal_batch(np.random.default_rng(0), 4, 0, 6)
-    with pytest.raises(ValueError, match="src must be an integer"):
-        reversal_of(np.zeros((2, 3)))
     with pytest.raises(ValueError, match="run must be a Seq2SeqRun"):
         train_reversal({"steps": 3})
     run = Seq2SeqRun(length=4, num_symbols=4, steps=1)
@@ -56,6 +53,8 @@ def test_bad_arguments():
         exposure_bias(result.params, result.config, src, plant_at=3)
     with pytest.raises(ValueError, match="plant_at must be an integer"):
         exposure_bias(result.params, result.config, src, plant_at=1.0)
+    with pytest.raises(ValueError, match=r"exposure_bias: src must be an integer \(N, L\) array"):
+        exposure_bias(result.params, result.config, np.ones((3, 4)), plant_at=1)
 
 
 def test_without_the_ramp_the_rate_starts_at_its_peak():
