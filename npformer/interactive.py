@@ -3,13 +3,15 @@
 Every state a figure can show is computed in Python when the notebook runs and embedded in the
 page as JSON, together with a small script of our own (no library, nothing fetched): a control
 (a slider, check boxes, a choice of buttons) picks one of the precomputed states, and the script
-draws it as an SVG heatmap or bar chart with the exact value under the pointer. Because the
-output is HTML that nbval compares, it is deterministic: element ids are fixed by the figure's
-name and numbers are rounded to ``digits`` decimals.
+draws it as an SVG heatmap or bar chart with the exact value under the pointer. The SVG takes
+the column's width and scales with it; the script measures its tick labels and lays the axes out
+around them, turning the column labels by 45 degrees (and keeping every n-th) when they would
+overlap. Because the output is HTML that nbval compares, it is deterministic: element ids are
+fixed by the figure's name and numbers are rounded to ``digits`` decimals.
 
-Used by chapters 02 (the softmax as d_k grows, on a slider), 03 (masks toggled) and 12 (the
+Used by chapters 02 (the softmax as d_k grows, on a slider), 03 (masks toggled) and 10 (the
 trained copy model's attention maps by layer and head). ``tests/test_interactive.py`` drives
-them in headless Chromium.
+them in headless Chromium; ``tests/test_browser.py`` measures them in the built book.
 """
 
 from __future__ import annotations
@@ -63,6 +65,9 @@ _SCRIPT = """
   const readout = document.getElementById(spec.id + "-readout");
   const caption = document.getElementById(spec.id + "-caption");
   const plot = document.getElementById(spec.id + "-plot");
+  // Drawn in a viewBox W units wide that the SVG stretches to the column's width.
+  const W = 640, FONT = 11, BAR_HEIGHT = 160, MAX_MAP_HEIGHT = 330, top = 12;
+  const bars = spec.kind === "bars";
   function key() {
     return spec.controls.map(function (c, i) {
       const el = document.getElementById(spec.id + "-control-" + i);
@@ -76,54 +81,120 @@ _SCRIPT = """
     const r = Math.round(255 - 200 * t), g = Math.round(255 - 150 * t);
     return "rgb(" + r + "," + g + "," + Math.round(255 - 60 * t) + ")";
   }
+  function add(tag, attrs, content, parent) {
+    const el = document.createElementNS(svgNS, tag);
+    for (const name in attrs) el.setAttribute(name, attrs[name]);
+    if (content !== undefined) el.textContent = content;
+    (parent || plot).appendChild(el);
+    return el;
+  }
+  function label(x, y, content, cls, attrs) {
+    return add("text", Object.assign({x: x, y: y, "font-size": FONT, fill: "currentColor",
+                                      class: cls}, attrs || {}), content);
+  }
+  function widest(texts) {
+    return Math.max(0, ...texts.map(function (t) { return t.getBBox().width; }));
+  }
   function draw() {
     const k = key();
     const state = spec.states[k];
     root.dataset.state = k;
     caption.textContent = state.caption;
-    readout.textContent = "point at a cell to read its value";
+    readout.textContent = "point at a " + (bars ? "bar" : "cell") + " to read its value";
     while (plot.firstChild) plot.removeChild(plot.firstChild);
-    const cell = spec.cell, labels = spec.col_labels, rows = spec.row_labels;
-    const left = 40, top = 10;
-    const matrix = spec.kind === "bars" ? [state.values] : state.values;
-    const width = left + cell * matrix[0].length + 10;
-    const height = spec.kind === "bars" ? top + 160 + 30 : top + cell * matrix.length + 30;
-    plot.setAttribute("viewBox", "0 0 " + width + " " + height);
-    plot.setAttribute("width", width);
-    plot.setAttribute("height", height);
-    matrix.forEach(function (row, i) {
-      row.forEach(function (v, j) {
-        const r = document.createElementNS(svgNS, "rect");
-        if (spec.kind === "bars") {
-          const h = 160 * (v - spec.lo) / (spec.hi - spec.lo || 1);
-          r.setAttribute("x", left + j * cell + 2); r.setAttribute("width", cell - 4);
-          r.setAttribute("y", top + 160 - h); r.setAttribute("height", h);
-          r.setAttribute("fill", "#4c72b0");
-        } else {
-          r.setAttribute("x", left + j * cell); r.setAttribute("y", top + i * cell);
-          r.setAttribute("width", cell - 1); r.setAttribute("height", cell - 1);
-          r.setAttribute("fill", v === null ? "#dddddd" : colour(v, spec.lo, spec.hi));
-        }
-        r.setAttribute("id", spec.id + "-cell-" + i + "-" + j);
-        const text = (spec.kind === "bars" ? "" : rows[i] + " -> ") + labels[j] + ": " +
-          (v === null ? "masked" : v.toFixed(spec.digits));
-        const t = document.createElementNS(svgNS, "title"); t.textContent = text; r.appendChild(t);
-        r.addEventListener("mouseenter", function () { readout.textContent = text; });
-        plot.appendChild(r);
-      });
-      if (spec.kind !== "bars") {
-        const y = document.createElementNS(svgNS, "text");
-        y.setAttribute("x", left - 4); y.setAttribute("y", top + i * cell + cell * 0.65);
-        y.setAttribute("text-anchor", "end"); y.setAttribute("font-size", "10");
-        y.textContent = rows[i]; plot.appendChild(y);
+    const matrix = bars ? [state.values] : state.values;
+    const cols = spec.col_labels, span = spec.hi - spec.lo || 1;
+    const yTicks = bars ? [0, 0.25, 0.5, 0.75, 1].map(function (f) {
+      return (spec.lo + f * span).toFixed(2);
+    }) : spec.row_labels;
+    // Measure the tick labels first, then lay the plot out around them.
+    const yTexts = yTicks.map(function (s) { return label(0, 0, s, "npformer-tick"); });
+    const xTexts = cols.map(function (s) { return label(0, 0, s, "npformer-tick"); });
+    const left = (spec.y_title ? FONT + 10 : 0) + widest(yTexts) + 8;
+    const right = bars ? 12 : 74;
+    const cw = (W - left - right) / cols.length;
+    const xWidest = widest(xTexts);
+    const turn = xWidest + 6 > cw;  // column labels stand upright when they do not fit side by side
+    const everyX = Math.ceil((FONT + 3) / cw);  // and only every n-th when even that is too tight
+    const ch = bars ? BAR_HEIGHT : Math.min(cw, MAX_MAP_HEIGHT / matrix.length);
+    const everyY = bars ? 1 : Math.ceil((FONT + 3) / ch);
+    const plotH = bars ? BAR_HEIGHT : ch * matrix.length;
+    const tickH = turn ? xWidest + 10 : FONT + 6;
+    const height = top + plotH + tickH + (spec.x_title ? FONT + 12 : 4);
+    plot.setAttribute("viewBox", "0 0 " + W + " " + height);
+    yTexts.forEach(function (t, i) {
+      const y = bars ? top + BAR_HEIGHT * (1 - i / 4) : top + (i + 0.5) * ch;
+      if (i %% everyY !== 0) { plot.removeChild(t); return; }
+      t.setAttribute("x", left - 6); t.setAttribute("y", y + FONT * 0.35);
+      t.setAttribute("text-anchor", "end");
+      if (bars) {
+        add("line", {x1: left, x2: W - right, y1: y, y2: y, stroke: "currentColor",
+                     "stroke-opacity": i === 0 ? 0.6 : 0.15});
       }
     });
-    labels.forEach(function (lab, j) {
-      const x = document.createElementNS(svgNS, "text");
-      x.setAttribute("x", left + j * cell + cell / 2);
-      x.setAttribute("y", height - 12); x.setAttribute("text-anchor", "middle");
-      x.setAttribute("font-size", "10"); x.textContent = lab; plot.appendChild(x);
+    xTexts.forEach(function (t, j) {
+      const x = left + (j + 0.5) * cw;
+      if (j %% everyX !== 0) { plot.removeChild(t); return; }
+      if (turn) {
+        const y = top + plotH + 6;
+        t.setAttribute("x", x + FONT * 0.35); t.setAttribute("y", y);
+        t.setAttribute("text-anchor", "end");
+        t.setAttribute("transform", "rotate(-90 " + (x + FONT * 0.35) + " " + y + ")");
+      } else {
+        t.setAttribute("x", x); t.setAttribute("y", top + plotH + FONT + 4);
+        t.setAttribute("text-anchor", "middle");
+      }
     });
+    if (spec.x_title) {
+      label(left + (W - left - right) / 2, height - 5, spec.x_title, "npformer-axis-title",
+            {"text-anchor": "middle", "data-axis": "x"});
+    }
+    if (spec.y_title) {
+      const y = top + plotH / 2;
+      label(FONT, y, spec.y_title, "npformer-axis-title",
+            {"text-anchor": "middle", "data-axis": "y",
+             transform: "rotate(-90 " + FONT + " " + y + ")"});
+    }
+    matrix.forEach(function (row, i) {
+      row.forEach(function (v, j) {
+        const shown = v === null ? "masked" : v.toFixed(spec.digits);
+        const text = (bars ? "" : spec.row_labels[i] + " -> ") + cols[j] + ": " + shown;
+        let r;
+        if (bars) {
+          const h = BAR_HEIGHT * (v - spec.lo) / span;
+          r = add("rect", {x: left + (j + 0.15) * cw, width: cw * 0.7, y: top + BAR_HEIGHT - h,
+                           height: h, fill: "#4c72b0"});
+          label(left + (j + 0.5) * cw, top + BAR_HEIGHT - h - 3, shown, "npformer-value",
+                {"text-anchor": "middle", "pointer-events": "none"});
+        } else {
+          r = add("rect", {x: left + j * cw, y: top + i * ch, width: cw - 1, height: ch - 1,
+                           fill: v === null ? "#dddddd" : colour(v, spec.lo, spec.hi)});
+          if (v !== null && cw >= 48 && ch >= 20) {
+            const dark = (v - spec.lo) / span > 0.55;
+            label(left + (j + 0.5) * cw, top + (i + 0.5) * ch + FONT * 0.35,
+                  v.toFixed(2), "npformer-value",
+                  {"text-anchor": "middle", "pointer-events": "none",
+                   fill: dark ? "#ffffff" : "#222222"});
+          }
+        }
+        r.setAttribute("id", spec.id + "-cell-" + i + "-" + j);
+        add("title", {}, text, r);
+        r.addEventListener("mouseenter", function () { readout.textContent = text; });
+      });
+    });
+    if (!bars) {  // the colour scale, and the grey of a masked cell
+      const x = W - right + 14, steps = 10, h = Math.min(plotH, 160) / steps;
+      for (let s = 0; s < steps; s++) {
+        add("rect", {x: x, y: top + s * h, width: 12, height: h + 0.5,
+                     fill: colour(spec.hi - (s + 0.5) * span / steps, spec.lo, spec.hi)});
+      }
+      label(x + 16, top + FONT * 0.8, spec.hi.toFixed(2), "npformer-legend");
+      label(x + 16, top + steps * h, spec.lo.toFixed(2), "npformer-legend");
+      if (spec.masked) {
+        add("rect", {x: x, y: top + steps * h + 10, width: 12, height: 12, fill: "#dddddd"});
+        label(x + 16, top + steps * h + 20, "masked", "npformer-legend");
+      }
+    }
   }
   spec.controls.forEach(function (c, i) {
     const el = document.getElementById(spec.id + "-control-" + i);
@@ -148,6 +219,8 @@ _SCRIPT = """
     }
   });
   draw();
+  // Tick labels are measured: draw again once the page's fonts have loaded.
+  if (document.fonts) document.fonts.ready.then(draw);
 })();
 """
 
@@ -211,15 +284,18 @@ def interactive_figure(
     row_labels: Sequence[str] | None = None,
     kind: str = "heatmap",
     digits: int = 3,
-    cell: int = 26,
     value_range: tuple[float, float] | None = None,
+    x_title: str = "",
+    y_title: str = "",
 ) -> str:
     """The HTML of one interactive figure (display it with ``IPython.display.HTML``).
 
     ``states`` maps every combination of the controls' values, joined with "|" in the order of
     ``controls`` (a toggle contributes "on"/"off"), to a :class:`State`. ``kind`` is "heatmap"
     (states hold (rows, cols) matrices; NaN or inf shows as a grey "masked" cell) or "bars"
-    (states hold vectors). ``fig_id`` (lowercase letters, digits, dashes) fixes every element
+    (states hold vectors). ``x_title`` and ``y_title`` name the axes. The figure takes the
+    width of the column it stands in; tick labels that would overlap are turned, and thinned
+    out if they still would. ``fig_id`` (lowercase letters, digits, dashes) fixes every element
     id. Raises ValueError when a state is missing or has the wrong shape.
     """
     fn = "interactive_figure"
@@ -237,7 +313,10 @@ def interactive_figure(
     col_labels = sequence(fn, "col_labels", col_labels, min_len=1)
     if row_labels is not None:
         row_labels = sequence(fn, "row_labels", row_labels)
-    digits, cell = int_at_least(fn, "digits", digits, 0), int_at_least(fn, "cell", cell)
+    digits = int_at_least(fn, "digits", digits, 0)
+    for name, title in (("x_title", x_title), ("y_title", y_title)):
+        if not isinstance(title, str):
+            raise ValueError(f"{fn}: {name} must be a string, got {title!r}")
     if value_range is not None and not (
         isinstance(value_range, (tuple, list))
         and len(value_range) == 2
@@ -255,14 +334,16 @@ def interactive_figure(
         got = np.shape(states[k].values)
         if got != shape:
             raise ValueError(f"{fn}: state {k!r} has shape {got}, expected {shape}")
-    finite = np.concatenate([np.asarray(states[k].values, float).ravel() for k in keys])
-    finite = finite[np.isfinite(finite)]
+    every_value = np.concatenate([np.asarray(states[k].values, float).ravel() for k in keys])
+    finite = every_value[np.isfinite(every_value)]
     lo, hi = value_range if value_range else (float(finite.min()), float(finite.max()))
     spec = {
         "id": fig_id,
         "kind": kind,
         "digits": digits,
-        "cell": cell,
+        "masked": bool(finite.size < every_value.size),
+        "x_title": x_title,
+        "y_title": y_title,
         "lo": round(lo, digits),
         "hi": round(hi, digits),
         "col_labels": list(col_labels),
@@ -287,7 +368,8 @@ def interactive_figure(
         f'<div class="npformer-interactive" id="{fig_id}">'
         f'<div class="npformer-controls">{controls_html}</div>'
         f'<svg id="{fig_id}-plot" xmlns="http://www.w3.org/2000/svg" role="img" '
-        f'aria-label="{html.escape(fig_id)}"></svg>'
+        f'aria-label="{html.escape(fig_id)}" style="display: block; width: 100%; height: auto">'
+        "</svg>"
         f'<div id="{fig_id}-caption"></div>'
         f'<div id="{fig_id}-readout" style="font-family: monospace"></div>'
         f'<script type="application/json" id="{fig_id}-data">{data}</script>'
@@ -372,6 +454,8 @@ def mask_states(lengths=(5, 3), seed: int = 0, d_h: int = 4):
 def attention_map_states(weights, tokens: Sequence[str]):
     """Attention maps by layer and head: ``weights`` (n_layers, h, T, T), ``tokens`` T labels.
 
+    Rows and columns are labelled by position and token, "6 (SEP)".
+
     The caption gives each map's mean largest weight per query and the key it most often
     points to, relative to the query. Returns (controls, states, col_labels, row_labels).
     """
@@ -387,7 +471,7 @@ def attention_map_states(weights, tokens: Sequence[str]):
         Choice("layer", [str(i) for i in range(n_layers)]),
         Choice("head", [str(k) for k in range(h)]),
     ]
-    labels = [f"{t}@{i}" for i, t in enumerate(tokens)]
+    labels = [f"{i} ({t})" for i, t in enumerate(tokens)]  # the position and its token
     states = {}
     for layer in range(n_layers):
         for head in range(h):

@@ -5,8 +5,10 @@ Per page: math is typeset by the local MathJax (no raw ``\\(`` left in the text)
 page references exists in the build; notebook pages carry the Colab and Binder launch links.
 In the built HTML: each chapter's exercises are numbered from 1 (and so are their solutions and
 the exercises page), and its reading time stands under its title. At 1280 px, light and dark, no
-code block and no display equation is wider than the page column. Where the page's contents are
-not beside the article (below 1500 px), the article header's button opens them.
+code block and no display equation is wider than the page column; at 1280 px every interactive
+figure fills the column, with both axes titled and no tick label overlapping another or clipped.
+Where the page's contents are not beside the article (below 1500 px), the article header's
+button opens them.
 Skipped, with instructions, where Chromium is not installed (under CI a skip fails the run).
 """
 
@@ -104,6 +106,67 @@ def test_chapter_page_renders_offline(site, chapter, tmp_path):
 
     assert "colab.research.google.com/github/" in dom, f"{page.name}: no Colab launch link"
     assert "mybinder.org" in dom, f"{page.name}: no Binder launch link"
+
+
+# The interactive figures at 1280 px: each fills the column, names both axes, and its tick
+# labels neither overlap one another nor stick out of the figure (where they would be clipped).
+FIGURES_JS = r"""
+const done = arguments[arguments.length - 1];
+function measure() {
+  const article = document.querySelector('article.bd-article') || document.body;
+  const style = getComputedStyle(article);
+  const column = article.clientWidth - parseFloat(style.paddingLeft)
+    - parseFloat(style.paddingRight);
+  return [...document.querySelectorAll('.npformer-interactive')].map(function (fig) {
+    const svg = fig.querySelector('svg'), box = svg.getBoundingClientRect();
+    const titles = [...svg.querySelectorAll('.npformer-axis-title')]
+      .filter(t => t.textContent.trim()).map(t => t.dataset.axis).sort();
+    const ticks = [...svg.querySelectorAll('text')].filter(
+      t => !t.matches('.npformer-value, .npformer-legend, .npformer-axis-title'));
+    const boxes = ticks.map(t => t.getBoundingClientRect());
+    const overlapping = [], outside = [];
+    boxes.forEach(function (a, i) {
+      if (a.left < box.left - 0.5 || a.right > box.right + 0.5 || a.top < box.top - 0.5
+          || a.bottom > box.bottom + 0.5) outside.push(ticks[i].textContent);
+      boxes.slice(i + 1).forEach(function (b, j) {
+        const w = Math.min(a.right, b.right) - Math.max(a.left, b.left);
+        const h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+        if (w > 0.5 && h > 0.5) overlapping.push(ticks[i].textContent + ' / '
+                                                 + ticks[i + 1 + j].textContent);
+      });
+    });
+    return {id: fig.id, width: box.width, column: column, titles: titles,
+            ticks: ticks.length, overlapping: overlapping, outside: outside};
+  });
+}
+document.fonts.ready.then(() => requestAnimationFrame(() => done(measure())));
+"""
+
+
+@needs_browser
+def test_interactive_figures_fill_the_column_with_legible_axes(site, browser):  # noqa: F811
+    _, url = site
+    browser.set_window_size(1280, 900)
+    problems, seen = {}, []
+    for path in CHAPTERS:
+        browser.get(f"{url}/chapters/{path.stem}.html")
+        for fig in browser.execute_async_script(FIGURES_JS):
+            seen.append(fig["id"])
+            wrong = []
+            if fig["width"] < 0.9 * fig["column"]:
+                wrong.append(f"{fig['width']:.0f} px wide in a {fig['column']:.0f} px column")
+            if fig["titles"] != ["x", "y"]:
+                wrong.append(f"axis titles {fig['titles']}, expected one per axis")
+            if not fig["ticks"]:
+                wrong.append("no tick labels")
+            if fig["overlapping"]:
+                wrong.append(f"overlapping tick labels {fig['overlapping'][:3]}")
+            if fig["outside"]:
+                wrong.append(f"tick labels clipped {fig['outside'][:3]}")
+            if wrong:
+                problems[f"{path.stem} {fig['id']}"] = wrong
+    assert len(seen) >= 3, f"expected the book's three interactive figures, found {seen}"
+    assert not problems, "\n".join(f"{page}: {'; '.join(why)}" for page, why in problems.items())
 
 
 EXERCISE_TITLE = re.compile(r'<span class="caption-number">Exercise (\d+) </span>')

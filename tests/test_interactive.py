@@ -20,6 +20,7 @@ from npformer.interactive import (
     mask_states,
     softmax_states,
 )
+from tests.test_browser import FIGURES_JS
 from tests.webdriver import browser, needs_browser  # noqa: F401  (fixture)
 
 
@@ -120,6 +121,24 @@ def test_layer_and_head_buttons(page):
             assert text(driver, "fig-maps-caption") == states[f"{layer}|{head}"].caption
             root = driver.find_element("id", "fig-maps")
             assert root.get_attribute("data-state") == f"{layer}|{head}"
+
+
+@needs_browser
+@pytest.mark.parametrize("labels", [list("abcd"), [f"token {i}" for i in range(64)]])
+def test_axes_are_titled_and_tick_labels_never_collide(browser, tmp_path, labels):  # noqa: F811
+    """Few short labels stand side by side; 64 long ones are turned upright and thinned out."""
+    T = len(labels)
+    w = np.full((1, 1, T, T), 1 / T)
+    c, s, cols, rows = attention_map_states(w, labels)
+    fig = interactive_figure("fig-dense", c, s, cols, rows, x_title="key", y_title="query")
+    path = tmp_path / "dense.html"
+    path.write_text(f"<!doctype html><body><div style='width: 700px'>{fig}</div></body>")
+    browser.get(path.as_uri())
+    (found,) = browser.execute_async_script(FIGURES_JS)
+    assert found["width"] == 700, "the figure takes its container's width"
+    assert found["titles"] == ["x", "y"]
+    assert found["overlapping"] == [] and found["outside"] == [], found
+    assert (found["ticks"] == 2 * T) == (T == 4), "all labels shown only where they fit"
 
 
 def test_states_must_cover_every_control_value():

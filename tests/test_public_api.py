@@ -929,8 +929,9 @@ API = {
             row_labels=["r"],
             kind="heatmap",
             digits=3,
-            cell=26,
             value_range=(0.0, 1.0),
+            x_title="key",
+            y_title="query",
         ),
         dict(
             fig_id=Text(),
@@ -940,8 +941,9 @@ API = {
             row_labels=Seq(),
             kind=Choice(),
             digits=Size(0),
-            cell=Size(),
             value_range=Seq(),
+            x_title=Text(),
+            y_title=Text(),
         ),
     ),
     "interactive.softmax_states": Row(
