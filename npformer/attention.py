@@ -5,8 +5,8 @@ chapter 03, the additive score bias (ALiBi, T5) in chapter 05; the backward pass
 (``scaled_dot_product_attention_backward``) is taught in chapter 06 (``chapters/06_block.ipynb``).
 
 Every attention in the package runs this core: multi-head attention (``npformer.multi_head``),
-the decoder's blocks (``npformer.block``, through the unchecked ``_attention`` and
-``_attention_backward`` with the causal fast path and preallocated gradient buffers), and
+the decoder's blocks (``npformer.block``, through the unchecked core ``attention`` and
+``attention_backward`` with the causal fast path and preallocated gradient buffers), and
 ``npformer.positions.attention_with_bias``.
 """
 
@@ -107,7 +107,7 @@ def scaled_dot_product_attention(
     if bias is not None:
         bias = score_bias(fn, bias, scores_shape, Q.dtype)
     factor = 1.0 / math.sqrt(Q.shape[-1]) if scale else 1.0
-    return _attention(Q, K, V, factor, mask, bias, causal)
+    return attention(Q, K, V, factor=factor, mask=mask, bias=bias, causal=causal)
 
 
 def score_bias(fn: str, bias, scores_shape: tuple, dtype) -> np.ndarray:
@@ -136,43 +136,6 @@ def _causal_bias(T: int, S: int, dtype: np.dtype) -> np.ndarray:
     bias[np.triu_indices(T, S - T + 1, S)] = -np.inf
     bias.flags.writeable = False
     return bias
-
-
-def _attention(Q, K, V, factor: float, mask=None, bias=None, causal: bool = False):
-    """The attention core without input checks: what every attention in the package runs.
-
-    scores = factor Q K^T (+ bias) (+ the causal -inf triangle), softmax over the keys (in place
-    when the only mask is the causal one: the last key a query may see is never masked, so every
-    row has a finite maximum; otherwise ``masked_softmax``), weights @ V. ``bias`` must already
-    broadcast to the scores' shape. Returns (out, AttentionCache).
-    """
-    scores = Q @ K.swapaxes(-1, -2)  # (..., T, S) a new array
-    if factor != 1.0:
-        scores *= factor  # a Python float keeps float32
-    if bias is not None:
-        scores += bias
-    if causal:
-        T, S = scores.shape[-2:]
-        scores += _causal_bias(T, S, scores.dtype)
-    if causal and mask is None:
-        scores -= max_last(scores)  # softmax in place
-        weights = np.exp(scores, out=scores)
-        weights /= sum_last(weights)
-    else:
-        weights = masked_softmax(scores, mask, axis=-1)  # rows sum to 1, or 0 if all masked
-    out = weights @ V  # (..., T, d_v)
-    bias_shape = None if bias is None else bias.shape
-    return out, AttentionCache(Q, K, V, weights, factor, bias_shape)
-
-
-def _sum_to_shape(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """Sum ``x`` over the axes that broadcasting added or stretched, so that it has ``shape``."""
-    if x.shape == shape:
-        return x
-    lead = x.ndim - len(shape)
-    x = x.sum(axis=tuple(range(lead))) if lead else x
-    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and x.shape[i] != 1)
-    return x.sum(axis=stretched, keepdims=True) if stretched else x
 
 
 def scaled_dot_product_attention_backward(d_out, cache: AttentionCache, *, bias_grad: bool = False):
@@ -205,11 +168,43 @@ def scaled_dot_product_attention_backward(d_out, cache: AttentionCache, *, bias_
     same_dtype(fn, d_out=d_out, Q=cache.Q)
     if bias_grad and cache.bias_shape is None:
         raise ValueError(f"{fn}: bias_grad=True, but the forward pass had no bias")
-    return _attention_backward(d_out, cache, bias_grad=bias_grad)
+    return attention_backward(d_out, cache, bias_grad=bias_grad)
 
 
-def _attention_backward(d_out, cache: AttentionCache, out=None, bias_grad: bool = False):
-    """The backward of ``_attention`` without input checks.
+# ------------------------------------------------------------ the core, forward and backward
+
+
+def attention(Q, K, V, *, factor: float, mask=None, bias=None, causal: bool = False):
+    """The attention core, unchecked: what every attention in the package runs.
+
+    scores = factor Q K^T (+ bias) (+ the causal -inf triangle), softmax over the keys (in place
+    when the only mask is the causal one: the last key a query may see is never masked, so every
+    row has a finite maximum; otherwise ``masked_softmax``), weights @ V. ``bias`` must already
+    broadcast to the scores' shape; the callers have checked the inputs (readers call
+    ``scaled_dot_product_attention``). Returns (out (..., T, d_v), AttentionCache).
+    """
+    scores = Q @ K.swapaxes(-1, -2)  # (..., T, S) a new array
+    if factor != 1.0:
+        scores *= factor  # a Python float keeps float32
+    if bias is not None:
+        scores += bias
+    if causal:
+        T, S = scores.shape[-2:]
+        scores += _causal_bias(T, S, scores.dtype)
+    if causal and mask is None:
+        scores -= max_last(scores)  # softmax in place
+        weights = np.exp(scores, out=scores)
+        weights /= sum_last(weights)
+    else:
+        weights = masked_softmax(scores, mask, axis=-1)  # rows sum to 1, or 0 if all masked
+    out = weights @ V  # (..., T, d_v)
+    bias_shape = None if bias is None else bias.shape
+    return out, AttentionCache(Q, K, V, weights, factor, bias_shape)
+
+
+def attention_backward(d_out, cache: AttentionCache, *, out=None, bias_grad: bool = False):
+    """The backward of :func:`attention`, unchecked; the formulas are those of
+    ``scaled_dot_product_attention_backward``.
 
     ``out`` = (dQ, dK, dV): preallocated arrays (or views, e.g. into one fused buffer) of the
     full broadcast shapes that receive the gradients; then nothing is summed back.
@@ -236,3 +231,13 @@ def _attention_backward(d_out, cache: AttentionCache, out=None, bias_grad: bool 
             _sum_to_shape(dV, V.shape),
         )
     return (dQ, dK, dV, d_bias) if bias_grad else (dQ, dK, dV)
+
+
+def _sum_to_shape(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Sum ``x`` over the axes that broadcasting added or stretched, so that it has ``shape``."""
+    if x.shape == shape:
+        return x
+    lead = x.ndim - len(shape)
+    x = x.sum(axis=tuple(range(lead))) if lead else x
+    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and x.shape[i] != 1)
+    return x.sum(axis=stretched, keepdims=True) if stretched else x

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.attention import AttentionCache, _attention, _attention_backward
+from npformer.attention import AttentionCache, attention, attention_backward
 from npformer.config import ACTIVATIONS, check_config
 from npformer.positions import alibi_bias, alibi_slopes, apply_rope
 from npformer.reductions import sum_last, sum_rows
@@ -493,7 +493,7 @@ def _self_attention(
             bias = _alibi_bias_at(num_heads, position_ids, S, x.dtype)  # (h, T, S)
     factor = 1.0 / math.sqrt(d_h) if scale else 1.0
     causal = mask is None  # the default mask: the core's causal fast path
-    ctx, core = _attention(q, k, v, factor, mask, bias, causal)  # (B, h, T, d_h)
+    ctx, core = attention(q, k, v, factor=factor, mask=mask, bias=bias, causal=causal)
     if head_edit is not None:
         ctx = head_edit(core.weights, v, ctx)  # (B, h, T, d_h)
     merged = ctx.transpose(0, 2, 1, 3).reshape(B, T, d)  # (B, T, d) copy
@@ -520,7 +520,7 @@ def _self_attention_backward(d_out, cache, W_qkv, W_o, grads, prefix):
     d_ctx = d_merged.reshape(B, T, h, d_h).transpose(0, 2, 1, 3)  # (B, h, T, d_h) view
     d_qkv = np.empty((B, T, 3, h, d_h), dtype=x.dtype)
     dq, dk, dv = d_qkv.transpose(2, 0, 3, 1, 4)  # 3 x (B, h, T, d_h) views
-    _attention_backward(d_ctx, core, out=(dq, dk, dv))  # writes into d_qkv
+    attention_backward(d_ctx, core, out=(dq, dk, dv))  # writes into d_qkv
     if rope is not None:  # the gradients arrived for the rotated q, k: rotate them back
         back = -rope  # (T,) R_m^T = R_-m
         dq[...] = apply_rope(dq, back)

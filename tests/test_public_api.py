@@ -2209,6 +2209,8 @@ INNER = {
         f"reductions.{n}": "a hot-path reduction of layer norm, attention and the loss"
         for n in ("sum_last", "sum_rows", "max_last")
     },
+    "attention.attention": "the core under scaled_dot_product_attention and every attention layer",
+    "attention.attention_backward": "the backward under scaled_dot_product_attention_backward",
     "bootstrap.percentile_interval": "the quantiles of mean_interval and the other intervals",
     "bootstrap.resampled_means": "the bootstrap draws of the interval functions",
     "encoder_decoder.decoder_layer_backward": "the backward of train_reversal's model",
