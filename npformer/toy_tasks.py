@@ -17,8 +17,8 @@ W_o of shape (d_model, len(offsets) * vocab_size) gives one set of logits per of
     Q, K, V = X W_q, X W_k, X W_v;   Y = merge(attention(split(Q), split(K), split(V)));
     logits = Y W_o  -> (B, T, len(offsets), vocab_size).
 
-The forward and backward pass call the heads of multi-head attention
-(``npformer.attention.multi_head`` and its backward); training uses ``npformer.optim.Adam``.
+The forward and backward pass call the attention core (``npformer.attention``) and the
+head split/merge of ``npformer.multi_head``; training uses ``npformer.optim.Adam``.
 """
 
 from __future__ import annotations
@@ -28,8 +28,13 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.attention import AttentionCache, HeadsCache, multi_head, multi_head_backward
+from npformer.attention import (
+    AttentionCache,
+    scaled_dot_product_attention,
+    scaled_dot_product_attention_backward,
+)
 from npformer.model import masked_cross_entropy, masked_cross_entropy_backward
+from npformer.multi_head import merge_heads, split_heads
 from npformer.optim import Adam
 from npformer.validation import divisible, float_array, int_at_least, positive_number
 
@@ -189,10 +194,11 @@ def forward(X, params: dict, num_heads: int, num_outputs: int = 1):
     num_outputs = int_at_least(fn, "num_outputs", num_outputs, 1)
     divisible(fn, d_model, num_heads)
     divisible(fn, d_out, num_outputs, "W_o's width", "num_outputs")
-    Q, K, V = X @ params["W_q"], X @ params["W_k"], X @ params["W_v"]  # (B, T, d_model) each
-    factor = 1.0 / math.sqrt(d_model // num_heads)
-    merged, heads = multi_head(Q, K, V, num_heads, factor=factor)  # (B, T, d_model)
-    att = heads.core  # weights (B, h, T, T)
+    Q = split_heads(X @ params["W_q"], num_heads)  # (B, h, T, d_h)
+    K = split_heads(X @ params["W_k"], num_heads)  # (B, h, T, d_h)
+    V = split_heads(X @ params["W_v"], num_heads)  # (B, h, T, d_h)
+    heads, att = scaled_dot_product_attention(Q, K, V)  # (B, h, T, d_h)
+    merged = merge_heads(heads)  # (B, T, d_model)
     logits = merged @ params["W_o"]  # (B, T, m vocab)
     B, T, _ = X.shape
     logits = logits.reshape(B, T, num_outputs, d_out // num_outputs)  # (B, T, m, vocab)
@@ -202,9 +208,8 @@ def forward(X, params: dict, num_heads: int, num_outputs: int = 1):
 def backward(d_logits, cache: ModelCache) -> dict:
     """Gradients of a loss with respect to W_q, W_k, W_v, W_o, given dL/dlogits.
 
-    dW_o = Y^T dlogits; dY = dlogits W_o^T; the heads' backward
-    (``npformer.attention.multi_head_backward``) gives dQ, dK, dV merged back, and
-    dW_q = X^T dQ (and likewise for K, V), summed over the batch.
+    dW_o = Y^T dlogits; dY = dlogits W_o^T; the attention core's backward gives dQ, dK, dV
+    per head; merged back, dW_q = X^T dQ (and likewise for K, V), summed over the batch.
     """
     fn = "backward"
     d_logits = float_array(fn, "d_logits", d_logits)
@@ -219,10 +224,10 @@ def backward(d_logits, cache: ModelCache) -> dict:
         raise ValueError(f"{fn}: d_logits has shape {d_logits.shape}, expected {expected}")
     d_flat = d_logits.reshape(B, T, -1)  # (B, T, m vocab)
     grads = {"W_o": np.einsum("btd,bto->do", merged, d_flat)}  # (d_model, m vocab)
-    d_merged = d_flat @ params["W_o"].T  # (B, T, d_model)
-    dQ, dK, dV = multi_head_backward(d_merged, HeadsCache(att, h))  # (B, T, d_model) each
+    d_heads = split_heads(d_flat @ params["W_o"].T, h)  # (B, h, T, d_h)
+    dQ, dK, dV = scaled_dot_product_attention_backward(d_heads, att)  # (B, h, T, d_h) each
     for name, d in (("W_q", dQ), ("W_k", dK), ("W_v", dV)):
-        grads[name] = np.einsum("bti,btd->id", X, d)  # (d_in, d_model)
+        grads[name] = np.einsum("bti,btd->id", X, merge_heads(d))  # (d_in, d_model)
     return {n: grads[n] for n in PARAM_NAMES}
 
 
