@@ -291,7 +291,8 @@ def multi_head(
 
     q (B, T, d) is cut into h = ``num_heads`` heads of width d_h = d / h, k and v (B, S, g d_h)
     into g = ``num_kv_heads`` heads (default h); query head i reads key-value head i // (h / g),
-    each group's keys and values broadcast over its h / g query heads, never copied. ``rope``
+    each group's keys and values broadcast over its h / g query heads, never copied (the
+    weights are (B, g, h/g, T, S) when 1 < g < h, else (B, h, T, S)). ``rope``
     (T,) rotates the queries and keys by those positions with ``rotate``
     (``npformer.positions.apply_rope``). A ``kv_cache`` (``npformer.kv_cache.KVCache``) takes
     the new keys and values of ``layer`` and gives back all S of them. Then the core

@@ -28,7 +28,7 @@ import math
 
 import numpy as np
 
-from npformer.attention import multi_head
+from npformer.attention import scaled_dot_product_attention
 from npformer.masks import causal_mask
 from npformer.validation import (
     divisible,
@@ -263,8 +263,8 @@ def grouped_query_attention(
     are written after the ``cache.length`` rows already cached and the n queries attend to all
     of them, causally: new row i sits at position cache.length + i. One new row needs no mask.
 
-    The heads are those of ``npformer.attention.multi_head``: the attention core of chapter 01
-    on the query heads grouped as (B, g, h/g, n, d_h) against keys and values of shape
+    The attention itself is the core of chapter 01, ``scaled_dot_product_attention``, on the
+    query heads grouped as (B, g, h/g, n, d_h) against keys and values of shape
     (B, g, 1, S, d_h), which broadcast over each group.
 
     Shapes: X (B, n, d); params as in :func:`init_attention_only_model`.
@@ -279,19 +279,17 @@ def grouped_query_attention(
     g = num_kv_heads
     _check_layer(fn, params, d, g * d_h, X.dtype)
 
-    S = n if cache is None else cache.length + n  # every key after this step
+    Q = (X @ params["W_q"]).reshape(B, n, g, group, d_h)  # (B, n, g, h/g, d_h)
+    Q = Q.transpose(0, 2, 3, 1, 4)  # (B, g, h/g, n, d_h): query heads by group
+    K = (X @ params["W_k"]).reshape(B, n, g, d_h).transpose(0, 2, 1, 3)  # (B, g, n, d_h)
+    V = (X @ params["W_v"]).reshape(B, n, g, d_h).transpose(0, 2, 1, 3)  # (B, g, n, d_h)
+    if cache is not None:
+        K, V = cache.write(layer, K, V)  # (B, g, S, d_h): the past and the new rows
+    S = K.shape[2]
+    # Each group's K, V broadcast over its h/g query heads (axis 2): never copied per head.
     mask = None if n == 1 else causal_mask(n, S)  # a single last row sees every key
-    merged, _ = multi_head(
-        X @ params["W_q"],  # (B, n, d)
-        X @ params["W_k"],  # (B, n, g d_h)
-        X @ params["W_v"],  # (B, n, g d_h)
-        num_heads,
-        g,
-        factor=1.0 / math.sqrt(d_h),
-        mask=mask,
-        kv_cache=cache,
-        layer=layer,
-    )  # (B, n, d): heads side by side
+    heads, _ = scaled_dot_product_attention(Q, K[:, :, None], V[:, :, None], mask)
+    merged = heads.transpose(0, 3, 1, 2, 4).reshape(B, n, d)  # (B, n, d): heads side by side
     return merged @ params["W_o"]  # (B, n, d)
 
 
