@@ -2212,7 +2212,7 @@ INNER = {
     },
     "attention.attention": "the core under scaled_dot_product_attention and every attention layer",
     "attention.attention_backward": "the backward under scaled_dot_product_attention_backward",
-    "attention.multi_head": "the heads of multi_head_attention, the decoder and the GQA model",
+    "attention.multi_head": "the heads of multi_head_attention and of the decoder's blocks",
     "attention.multi_head_backward": "the backward of multi_head_attention and the decoder",
     "bootstrap.percentile_interval": "the quantiles of mean_interval and the other intervals",
     "bootstrap.resampled_means": "the bootstrap draws of the interval functions",
