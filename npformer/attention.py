@@ -5,8 +5,8 @@ chapter 03, the additive score bias (ALiBi, T5) in chapter 05; the backward pass
 (``scaled_dot_product_attention_backward``) is taught in chapter 06 (``chapters/06_block.ipynb``).
 
 Every attention in the package runs this core: multi-head attention (``npformer.multi_head``),
-the decoder's blocks (``npformer.block``, through the unchecked ``_attention`` and
-``_attention_backward`` with the causal fast path and preallocated gradient buffers), and
+the decoder's blocks (``npformer.block``, through the unchecked core ``attention`` and
+``attention_backward`` with the causal fast path and preallocated gradient buffers), and
 ``npformer.positions.attention_with_bias``.
 """
 
@@ -107,7 +107,7 @@ def scaled_dot_product_attention(
     if bias is not None:
         bias = score_bias(fn, bias, scores_shape, Q.dtype)
     factor = 1.0 / math.sqrt(Q.shape[-1]) if scale else 1.0
-    return _attention(Q, K, V, factor, mask, bias, causal)
+    return attention(Q, K, V, factor=factor, mask=mask, bias=bias, causal=causal)
 
 
 def score_bias(fn: str, bias, scores_shape: tuple, dtype) -> np.ndarray:
@@ -136,43 +136,6 @@ def _causal_bias(T: int, S: int, dtype: np.dtype) -> np.ndarray:
     bias[np.triu_indices(T, S - T + 1, S)] = -np.inf
     bias.flags.writeable = False
     return bias
-
-
-def _attention(Q, K, V, factor: float, mask=None, bias=None, causal: bool = False):
-    """The attention core without input checks: what every attention in the package runs.
-
-    scores = factor Q K^T (+ bias) (+ the causal -inf triangle), softmax over the keys (in place
-    when the only mask is the causal one: the last key a query may see is never masked, so every
-    row has a finite maximum; otherwise ``masked_softmax``), weights @ V. ``bias`` must already
-    broadcast to the scores' shape. Returns (out, AttentionCache).
-    """
-    scores = Q @ K.swapaxes(-1, -2)  # (..., T, S) a new array
-    if factor != 1.0:
-        scores *= factor  # a Python float keeps float32
-    if bias is not None:
-        scores += bias
-    if causal:
-        T, S = scores.shape[-2:]
-        scores += _causal_bias(T, S, scores.dtype)
-    if causal and mask is None:
-        scores -= max_last(scores)  # softmax in place
-        weights = np.exp(scores, out=scores)
-        weights /= sum_last(weights)
-    else:
-        weights = masked_softmax(scores, mask, axis=-1)  # rows sum to 1, or 0 if all masked
-    out = weights @ V  # (..., T, d_v)
-    bias_shape = None if bias is None else bias.shape
-    return out, AttentionCache(Q, K, V, weights, factor, bias_shape)
-
-
-def _sum_to_shape(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """Sum ``x`` over the axes that broadcasting added or stretched, so that it has ``shape``."""
-    if x.shape == shape:
-        return x
-    lead = x.ndim - len(shape)
-    x = x.sum(axis=tuple(range(lead))) if lead else x
-    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and x.shape[i] != 1)
-    return x.sum(axis=stretched, keepdims=True) if stretched else x
 
 
 def scaled_dot_product_attention_backward(d_out, cache: AttentionCache, *, bias_grad: bool = False):
@@ -205,11 +168,43 @@ def scaled_dot_product_attention_backward(d_out, cache: AttentionCache, *, bias_
     same_dtype(fn, d_out=d_out, Q=cache.Q)
     if bias_grad and cache.bias_shape is None:
         raise ValueError(f"{fn}: bias_grad=True, but the forward pass had no bias")
-    return _attention_backward(d_out, cache, bias_grad=bias_grad)
+    return attention_backward(d_out, cache, bias_grad=bias_grad)
 
 
-def _attention_backward(d_out, cache: AttentionCache, out=None, bias_grad: bool = False):
-    """The backward of ``_attention`` without input checks.
+# ------------------------------------------------------------ the core, forward and backward
+
+
+def attention(Q, K, V, *, factor: float, mask=None, bias=None, causal: bool = False):
+    """The attention core, unchecked: what every attention in the package runs.
+
+    scores = factor Q K^T (+ bias) (+ the causal -inf triangle), softmax over the keys (in place
+    when the only mask is the causal one: the last key a query may see is never masked, so every
+    row has a finite maximum; otherwise ``masked_softmax``), weights @ V. ``bias`` must already
+    broadcast to the scores' shape; the callers have checked the inputs (readers call
+    ``scaled_dot_product_attention``). Returns (out (..., T, d_v), AttentionCache).
+    """
+    scores = Q @ K.swapaxes(-1, -2)  # (..., T, S) a new array
+    if factor != 1.0:
+        scores *= factor  # a Python float keeps float32
+    if bias is not None:
+        scores += bias
+    if causal:
+        T, S = scores.shape[-2:]
+        scores += _causal_bias(T, S, scores.dtype)
+    if causal and mask is None:
+        scores -= max_last(scores)  # softmax in place
+        weights = np.exp(scores, out=scores)
+        weights /= sum_last(weights)
+    else:
+        weights = masked_softmax(scores, mask, axis=-1)  # rows sum to 1, or 0 if all masked
+    out = weights @ V  # (..., T, d_v)
+    bias_shape = None if bias is None else bias.shape
+    return out, AttentionCache(Q, K, V, weights, factor, bias_shape)
+
+
+def attention_backward(d_out, cache: AttentionCache, *, out=None, bias_grad: bool = False):
+    """The backward of :func:`attention`, unchecked; the formulas are those of
+    ``scaled_dot_product_attention_backward``.
 
     ``out`` = (dQ, dK, dV): preallocated arrays (or views, e.g. into one fused buffer) of the
     full broadcast shapes that receive the gradients; then nothing is summed back.
@@ -236,3 +231,123 @@ def _attention_backward(d_out, cache: AttentionCache, out=None, bias_grad: bool 
             _sum_to_shape(dV, V.shape),
         )
     return (dQ, dK, dV, d_bias) if bias_grad else (dQ, dK, dV)
+
+
+def _sum_to_shape(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """Sum ``x`` over the axes that broadcasting added or stretched, so that it has ``shape``."""
+    if x.shape == shape:
+        return x
+    lead = x.ndim - len(shape)
+    x = x.sum(axis=tuple(range(lead))) if lead else x
+    stretched = tuple(i for i, n in enumerate(shape) if n == 1 and x.shape[i] != 1)
+    return x.sum(axis=stretched, keepdims=True) if stretched else x
+
+
+# ---------------------------------------------------------------------------- multi-head attention
+
+
+class HeadsCache(NamedTuple):
+    """What ``multi_head_backward`` needs."""
+
+    core: AttentionCache  # q, k (rotated by RoPE), v cut into heads; weights (..., T, S)
+    num_heads: int
+    rope: np.ndarray | None = None  # (T,) the positions q and k were rotated by, or None
+    rotate: object = None  # the rotation (npformer.positions.apply_rope), with ``rope``
+
+
+def _split(x, num_heads: int, groups: int = 1):
+    """(B, T, h d_h) -> (B, h, T, d_h), or (B, g, h/g, T, d_h) with ``groups`` = g > 1: a view."""
+    B, T, d = x.shape
+    if groups == 1:
+        return x.reshape(B, T, num_heads, d // num_heads, copy=False).transpose(0, 2, 1, 3)
+    x = x.reshape(B, T, groups, num_heads // groups, d // num_heads, copy=False)
+    return x.transpose(0, 2, 3, 1, 4)  # (B, g, h/g, T, d_h): query heads by group
+
+
+def _merge(x):
+    """(B, h, T, d_h) -> (B, T, h d_h), the heads side by side (a copy)."""
+    B, h, T, d_h = x.shape
+    return x.transpose(0, 2, 1, 3).reshape(B, T, h * d_h)
+
+
+def multi_head(
+    q,
+    k,
+    v,
+    num_heads: int,
+    num_kv_heads: int | None = None,
+    *,
+    factor: float,
+    mask=None,
+    bias=None,
+    causal: bool = False,
+    rope=None,
+    rotate=None,
+    kv_cache=None,
+    layer: int = 0,
+    head_edit=None,
+):
+    """The heads of multi-head attention on projected queries, keys and values; unchecked.
+
+    q (B, T, d) is cut into h = ``num_heads`` heads of width d_h = d / h, k and v (B, S, g d_h)
+    into g = ``num_kv_heads`` heads (default h); query head i reads key-value head i // (h / g),
+    each group's keys and values broadcast over its h / g query heads, never copied (the
+    weights are (B, g, h/g, T, S) when 1 < g < h, else (B, h, T, S)). ``rope``
+    (T,) rotates the queries and keys by those positions with ``rotate``
+    (``npformer.positions.apply_rope``). A ``kv_cache`` (``npformer.kv_cache.KVCache``) takes
+    the new keys and values of ``layer`` and gives back all S of them. Then the core
+    :func:`attention` with ``factor``, ``mask``, ``bias`` (broadcasting to (B, h, T, S)) and
+    ``causal``, and the heads merged side by side.
+
+    ``head_edit(weights (B, h, T, S), v (B, h, S, d_h), heads (B, h, T, d_h))``, when given,
+    returns the heads' outputs to merge instead of ``heads`` (forward only).
+    Returns (merged (B, T, d), HeadsCache); the output projection is the caller's.
+    """
+    B, T, d = q.shape
+    g = num_heads if num_kv_heads is None else num_kv_heads
+    q = _split(q, num_heads, g if g < num_heads else 1)  # (B, h, T, d_h) or (B, g, h/g, T, d_h)
+    k = _split(k, g)  # (B, g, T_new, d_h)
+    v = _split(v, g)  # (B, g, T_new, d_h)
+    if rope is not None:  # rotate pair i of the query and key at position m by m w_i
+        q, k = rotate(q, rope), rotate(k, rope)
+    if kv_cache is not None:
+        k, v = kv_cache.write(layer, k, v)  # (B, g, S, d_h): every key and value so far
+    if q.ndim == 5:  # grouped: (B, g, 1, S, d_h) broadcasts over the h/g query heads
+        k, v = k[:, :, None], v[:, :, None]
+    heads, core = attention(q, k, v, factor=factor, mask=mask, bias=bias, causal=causal)
+    if q.ndim == 5:
+        heads = heads.reshape(B, num_heads, T, d // num_heads)  # (B, h, T, d_h) a view
+    if head_edit is not None:
+        weights = core.weights.reshape(B, num_heads, T, -1)  # (B, h, T, S)
+        v_heads = np.repeat(v[:, :, 0], num_heads // g, axis=1) if q.ndim == 5 else v
+        heads = head_edit(weights, v_heads, heads)  # (B, h, T, d_h)
+    return _merge(heads), HeadsCache(core, num_heads, rope, rotate)  # (B, T, d)
+
+
+def multi_head_backward(d_merged, cache: HeadsCache, *, out=None):
+    """Backward of :func:`multi_head` (without a cache): the head split, the core's backward,
+    the rotation undone (R_m^T = R_-m), the heads merged.
+
+    Shapes: d_merged (B, T, d). ``out`` = (dq, dk, dv): arrays (B, T, d) and (B, S, g d_h),
+    e.g. views into one fused buffer, that receive the gradients in place (g = h only).
+    Returns (dq (B, T, d), dk (B, S, g d_h), dv (B, S, g d_h)).
+    """
+    core, num_heads, rope, rotate = cache
+    grouped = core.Q.ndim == 5
+    g = core.K.shape[1]
+    d_heads = _split(d_merged, num_heads, g if grouped else 1)  # like q's heads
+    if out is None:
+        dQ, dK, dV = attention_backward(d_heads, core)  # summed over each group's heads
+        if grouped:
+            dQ = dQ.reshape(dQ.shape[0], num_heads, *dQ.shape[3:])  # (B, h, T, d_h)
+            dK, dV = dK[:, :, 0], dV[:, :, 0]  # (B, g, S, d_h)
+        if rope is not None:  # the gradients arrived for the rotated q, k: rotate them back
+            dQ, dK = rotate(dQ, -rope), rotate(dK, -rope)
+        return _merge(dQ), _merge(dK), _merge(dV)
+    dq, dk, dv = out
+    dQ, dK, dV = _split(dq, num_heads), _split(dk, g), _split(dv, g)  # views into out
+    attention_backward(d_heads, core, out=(dQ, dK, dV))
+    if rope is not None:
+        dQ[...] = rotate(dQ, -rope)
+        dK[...] = rotate(dK, -rope)
+    return dq, dk, dv

@@ -19,7 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.attention import AttentionCache, _attention, _attention_backward
+from npformer.attention import AttentionCache, HeadsCache, multi_head, multi_head_backward
 from npformer.config import ACTIVATIONS, check_config
 from npformer.positions import alibi_bias, alibi_slopes, apply_rope
 from npformer.reductions import sum_last, sum_rows
@@ -450,11 +450,11 @@ def _self_attention(
 ):
     """Causal multi-head self-attention of the decoder, on x (B, T, d); no input checks.
 
-    One fused product gives Q | K | V (B T, 3d), cut into heads by a reshape and a transpose
-    (views); RoPE rotates the queries and keys (position m by the angle of m * rope_scale),
-    ALiBi adds its bias; then the attention core of
-    ``npformer.attention`` (its causal fast path when ``mask`` is None, else ``mask``, True =
-    may attend); the heads merged and projected by W_o. Returns (out (B, T, d), cache).
+    One fused product gives Q | K | V (B T, 3d), cut into three (B, T, d) views; the heads of
+    ``npformer.attention.multi_head`` split them, rotate the queries and keys with RoPE
+    (position m by the angle of m * rope_scale), add ALiBi's bias, run the attention core (its
+    causal fast path when ``mask`` is None, else ``mask``, True = may attend) and merge the
+    heads; W_o projects them. Returns (out (B, T, d), cache).
 
     With a ``kv_cache`` (``npformer.kv_cache.KVCache``) the T rows are new positions after the
     ``kv_cache.length`` cached ones: their keys and values are written into the cache's slice
@@ -474,17 +474,14 @@ def _self_attention(
     d_h = d // num_heads
     qkv = x.reshape(B * T, d) @ W_qkv  # (B T, 3d): one BLAS call, not one per sequence
     qkv += b_qkv
-    q, k, v = qkv.reshape(B, T, 3, num_heads, d_h).transpose(2, 0, 3, 1, 4)  # 3 x (B, h, T, d_h)
+    q, k, v = qkv.reshape(B, T, 3, d).transpose(2, 0, 1, 3)  # 3 x (B, T, d) views
     start = 0 if kv_cache is None else kv_cache.length  # positions already cached
+    S = start + T  # every key after this step
     rope = None
-    if positions == "rope":  # rotate pair i of the query and key at position m by m w_i
+    if positions == "rope":  # the positions of the queries and the new keys
         rope = np.arange(start, start + T) if position_ids is None else position_ids  # (T,)
         if rope_scale != 1.0:
             rope = rope * rope_scale
-        q, k = apply_rope(q, rope), apply_rope(k, rope)
-    if kv_cache is not None:
-        k, v = kv_cache.write(layer, k, v)  # (B, h, S, d_h): every key and value so far
-    S = k.shape[2]
     bias = None
     if positions == "alibi":
         if position_ids is None:
@@ -493,20 +490,31 @@ def _self_attention(
             bias = _alibi_bias_at(num_heads, position_ids, S, x.dtype)  # (h, T, S)
     factor = 1.0 / math.sqrt(d_h) if scale else 1.0
     causal = mask is None  # the default mask: the core's causal fast path
-    ctx, core = _attention(q, k, v, factor, mask, bias, causal)  # (B, h, T, d_h)
-    if head_edit is not None:
-        ctx = head_edit(core.weights, v, ctx)  # (B, h, T, d_h)
-    merged = ctx.transpose(0, 2, 1, 3).reshape(B, T, d)  # (B, T, d) copy
+    merged, heads = multi_head(
+        q,
+        k,
+        v,
+        num_heads,
+        factor=factor,
+        mask=mask,
+        bias=bias,
+        causal=causal,
+        rope=rope,
+        rotate=apply_rope,
+        kv_cache=kv_cache,
+        layer=layer,
+        head_edit=head_edit,
+    )  # (B, T, d)
     out = merged.reshape(B * T, d) @ W_o  # (B T, d)
     out += b_o
-    return out.reshape(B, T, d), AttentionLayerCache(x, core, merged, rope)
+    return out.reshape(B, T, d), AttentionLayerCache(x, heads.core, merged, rope)
 
 
 def _self_attention_backward(d_out, cache, W_qkv, W_o, grads, prefix):
     """Backward of ``_self_attention``: writes the four gradients into ``grads[prefix + ...]``.
 
-    W_o's product rule, then the attention core's backward writing dQ, dK, dV straight into
-    one (B, T, 3, h, d_h) buffer, so the fused projection's gradient is one product more.
+    W_o's product rule, then ``multi_head_backward`` writing dQ, dK, dV straight into one
+    (B, T, 3, d) buffer, so the fused projection's gradient is one product more.
     Returns dL/dx (B, T, d).
     """
     x, core, merged, rope = cache
@@ -517,14 +525,10 @@ def _self_attention_backward(d_out, cache, W_qkv, W_o, grads, prefix):
     np.matmul(merged.reshape(N, d).T, g2, out=grads[prefix + "W_o"])  # (d, d)
     sum_rows(g2, out=grads[prefix + "b_o"])
     d_merged = g2 @ W_o.T  # (B T, d)
-    d_ctx = d_merged.reshape(B, T, h, d_h).transpose(0, 2, 1, 3)  # (B, h, T, d_h) view
-    d_qkv = np.empty((B, T, 3, h, d_h), dtype=x.dtype)
-    dq, dk, dv = d_qkv.transpose(2, 0, 3, 1, 4)  # 3 x (B, h, T, d_h) views
-    _attention_backward(d_ctx, core, out=(dq, dk, dv))  # writes into d_qkv
-    if rope is not None:  # the gradients arrived for the rotated q, k: rotate them back
-        back = -rope  # (T,) R_m^T = R_-m
-        dq[...] = apply_rope(dq, back)
-        dk[...] = apply_rope(dk, back)
+    d_qkv = np.empty((B, T, 3, d), dtype=x.dtype)
+    dq, dk, dv = d_qkv.transpose(2, 0, 1, 3)  # 3 x (B, T, d) views
+    heads = HeadsCache(core, h, rope, apply_rope)
+    multi_head_backward(d_merged.reshape(B, T, d), heads, out=(dq, dk, dv))  # into d_qkv
     d_qkv = d_qkv.reshape(N, 3 * d)  # (N, 3d)
     np.matmul(x.reshape(N, d).T, d_qkv, out=grads[prefix + "W_qkv"])  # (d, 3d)
     sum_rows(d_qkv, out=grads[prefix + "b_qkv"])

@@ -14,11 +14,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.attention import (
-    AttentionCache,
-    scaled_dot_product_attention,
-    scaled_dot_product_attention_backward,
-)
+from npformer.attention import AttentionCache, HeadsCache, multi_head, multi_head_backward
 from npformer.validation import (
     array_dict,
     bool_mask,
@@ -162,13 +158,18 @@ def multi_head_attention(X_q, X_kv, params, num_heads: int, mask=None, scale: bo
     if mask is not None:
         mask = bool_mask(fn, mask, (B, num_heads, T, S), "(B, h, T, S) =")
 
-    Q = split_heads(X_q @ params["W_q"] + params["b_q"], num_heads)  # (B, h, T, d_h)
-    K = split_heads(X_kv @ params["W_k"] + params["b_k"], num_heads)  # (B, h, S, d_h)
-    V = split_heads(X_kv @ params["W_v"] + params["b_v"], num_heads)  # (B, h, S, d_h)
-    heads, att_cache = scaled_dot_product_attention(Q, K, V, mask=mask, scale=scale)
-    merged = merge_heads(heads)  # (B, T, d)
+    factor = 1.0 / math.sqrt(d // num_heads) if scale else 1.0
+    merged, heads = multi_head(
+        X_q @ params["W_q"] + params["b_q"],  # (B, T, d)
+        X_kv @ params["W_k"] + params["b_k"],  # (B, S, d)
+        X_kv @ params["W_v"] + params["b_v"],  # (B, S, d)
+        num_heads,
+        factor=factor,
+        mask=mask,
+    )  # (B, T, d)
     out = merged @ params["W_o"] + params["b_o"]  # (B, T, d)
-    return out, MultiHeadCache(X_q, X_kv, Q, K, V, att_cache, merged, num_heads)
+    core = heads.core  # Q (B, h, T, d_h), K, V (B, h, S, d_h), weights (B, h, T, S)
+    return out, MultiHeadCache(X_q, X_kv, core.Q, core.K, core.V, core, merged, num_heads)
 
 
 def multi_head_attention_backward(d_out, cache: MultiHeadCache, params):
@@ -177,10 +178,11 @@ def multi_head_attention_backward(d_out, cache: MultiHeadCache, params):
 
     With Q = X_q W_q + b_q (K and V from X_kv), heads = attention(Q, K, V) and
     out = merge(heads) W_o + b_o:
-        dW_o = merged^T d_out, db_o = sum of d_out's rows, d_heads = split(d_out W_o^T),
-        (dQ, dK, dV) = ``scaled_dot_product_attention_backward``(d_heads),
-        dW_q = X_q^T merge(dQ), db_q = sum of merge(dQ)'s rows, dX_q = merge(dQ) W_q^T,
-        dX_kv = merge(dK) W_k^T + merge(dV) W_v^T (and dW_k, dW_v, db_k, db_v alike).
+        dW_o = merged^T d_out, db_o = sum of d_out's rows,
+        (dQ, dK, dV) = merge(the attention core's backward of split(d_out W_o^T)) (that is
+        ``npformer.attention.multi_head_backward``),
+        dW_q = X_q^T dQ, db_q = sum of dQ's rows, dX_q = dQ W_q^T,
+        dX_kv = dK W_k^T + dV W_v^T (and dW_k, dW_v, db_k, db_v alike).
     For self-attention (X_q and X_kv the same array) the gradient of X is dX_q + dX_kv.
     Shapes: d_out (B, T, d) like the output. Returns (dX_q (B, T, d), dX_kv (B, S, d), grads: a
     dict with the names and shapes of ``params``).
@@ -191,16 +193,16 @@ def multi_head_attention_backward(d_out, cache: MultiHeadCache, params):
         "W_o": cache.merged.reshape(-1, d).T @ g,  # (d, d)
         "b_o": g.sum(axis=0),  # (d,)
     }
-    d_heads = split_heads(d_out @ params["W_o"].T, cache.num_heads)  # (B, h, T, d_h)
-    dQ, dK, dV = scaled_dot_product_attention_backward(d_heads, cache.attention)
+    heads = HeadsCache(cache.attention, cache.num_heads)
+    d_merged = d_out @ params["W_o"].T  # (B, T, d)
+    dQ, dK, dV = multi_head_backward(d_merged, heads)  # (B, T, d), (B, S, d), (B, S, d)
     dX_q = np.zeros_like(cache.X_q)  # (B, T, d)
     dX_kv = np.zeros_like(cache.X_kv)  # (B, S, d)
-    for name, dH, X, dX in (
-        ("q", dQ, cache.X_q, dX_q),
+    for name, dP, X, dX in (
+        ("q", dQ, cache.X_q, dX_q),  # dP: the gradient of X W + b, (B, T or S, d)
         ("k", dK, cache.X_kv, dX_kv),
         ("v", dV, cache.X_kv, dX_kv),
     ):
-        dP = merge_heads(dH)  # (B, T or S, d) the gradient of X W + b
         grads[f"W_{name}"] = X.reshape(-1, d).T @ dP.reshape(-1, d)  # (d, d)
         grads[f"b_{name}"] = dP.reshape(-1, d).sum(axis=0)  # (d,)
         dX += dP @ params[f"W_{name}"].T

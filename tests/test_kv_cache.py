@@ -5,6 +5,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from npformer.attention import multi_head
 from npformer.kv_cache import (
     KVCache,
     attention_only_forward,
@@ -140,6 +141,22 @@ def test_grouped_query_equals_multi_head_with_repeated_kv_heads(shape):
         X, X, mha_params_with_repeated_kv(params, h, g), h, mask=causal_mask(T)
     )
     np.testing.assert_allclose(out, ref, rtol=0, atol=1e-12)
+    # the attention layer with num_kv_heads = g gives the toy model's layer, cached or not
+    q, k, v = X @ params["W_q"], X @ params["W_k"], X @ params["W_v"]  # (B, T, d), (B, T, g d_h)
+    factor = 1.0 / np.sqrt(d_h)
+    merged, cache = multi_head(q, k, v, h, g, factor=factor, mask=causal_mask(T))
+    np.testing.assert_array_equal(merged @ params["W_o"], out)
+    # one key-value head (or h of them) broadcasts over the h query heads as they are
+    grouped = (B, h, T, T) if g in (1, h) else (B, g, h // g, T, T)
+    assert cache.core.weights.shape == grouped
+    kv = KVCache(1, B, g, T, d_h)
+    rows = [multi_head(q[:, :1], k[:, :1], v[:, :1], h, g, factor=factor, kv_cache=kv)[0]]
+    kv.advance(1)
+    for t in range(1, T):
+        rows.append(multi_head(q[:, t : t + 1], k[:, t : t + 1], v[:, t : t + 1], h, g,
+                               factor=factor, kv_cache=kv)[0])  # fmt: skip
+        kv.advance(1)
+    np.testing.assert_allclose(np.concatenate(rows, axis=1), merged, rtol=0, atol=1e-12)
 
 
 def test_groups_equal_heads_is_plain_multi_head_attention():

@@ -2089,6 +2089,7 @@ PENDING = {
 #: never built by a reader, so their fields are not checked.
 RECORDS = {
     "attention.AttentionCache": "returned by scaled_dot_product_attention",
+    "attention.HeadsCache": "returned by the inner multi_head",
     "block.LayerNormCache": "returned by layer_norm",
     "block.FeedForwardCache": "returned by feed_forward",
     "block.AttentionLayerCache": "built by the decoder's blocks",
@@ -2211,6 +2212,10 @@ INNER = {
         f"reductions.{n}": "a hot-path reduction of layer norm, attention and the loss"
         for n in ("sum_last", "sum_rows", "max_last")
     },
+    "attention.attention": "the core under scaled_dot_product_attention and every attention layer",
+    "attention.attention_backward": "the backward under scaled_dot_product_attention_backward",
+    "attention.multi_head": "the heads of multi_head_attention and of the decoder's blocks",
+    "attention.multi_head_backward": "the backward of multi_head_attention and the decoder",
     "bootstrap.percentile_interval": "the quantiles of mean_interval and the other intervals",
     "bootstrap.resampled_means": "the bootstrap draws of the interval functions",
     "encoder_decoder.decoder_layer_backward": "the backward of train_reversal's model",
