@@ -32,6 +32,7 @@ import npformer
 from npformer import attention as A
 from npformer import block as BL
 from npformer import config as CF
+from npformer import example as EXM
 from npformer import exercises as EX
 from npformer import gradcheck as G
 from npformer import interactive as IA
@@ -750,6 +751,12 @@ API = {
         O.Adam,
         lambda: dict(params={"a": ONES.copy()}, lr=1e-3, betas=(0.9, 0.999), eps=1e-8),
         dict(params=Params(), lr=Real(), betas=Seq(), eps=Real()),
+    ),
+    # ---------------------------------------------------------------- example
+    "example.running_example": Row(
+        EXM.running_example,
+        lambda: dict(d=4, seed=0),
+        dict(d=Size(), seed=Free("any seed NumPy's default_rng accepts")),
     ),
     # ---------------------------------------------------------------- masks
     "masks.causal_mask": Row(MK.causal_mask, lambda: dict(T=3, S=4), dict(T=Size(), S=Size())),
@@ -2088,6 +2095,7 @@ PENDING = {
 #: Public NamedTuples and dataclasses that the package builds and returns: records of results,
 #: never built by a reader, so their fields are not checked.
 RECORDS = {
+    "example.Example": "returned by running_example",
     "attention.AttentionCache": "returned by scaled_dot_product_attention",
     "attention.HeadsCache": "returned by the inner multi_head",
     "block.LayerNormCache": "returned by layer_norm",

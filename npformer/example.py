@@ -1,0 +1,50 @@
+"""The running example of chapters 01-04: two short sentences, their token ids and embeddings.
+
+Chapter 01 computes attention over the first sentence, chapter 03 hides each word's future
+and pads the batch of both sentences, chapter 04 splits the same queries into heads. The
+embeddings are random, so no weight means anything about English: the words are there so
+that every row and column of every matrix has a name.
+
+    words, ids, lengths, X = running_example()
+    # ids (2, 7): the second sentence padded with PAD; lengths [7, 4]; X (2, 7, d)
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+from npformer.validation import int_at_least
+
+SENTENCES = (
+    ("a", "storm", "hit", "the", "river", "bank", "today"),
+    ("the", "bank", "lent", "money"),
+)
+PAD = "<pad>"
+# token id 0 is the filler; the words follow in alphabetical order
+VOCAB = (PAD, *sorted({w for s in SENTENCES for w in s}))
+SEED = 2024
+
+
+class Example(NamedTuple):
+    words: tuple[tuple[str, ...], ...]  # each sentence padded with PAD to the longest
+    ids: np.ndarray  # (B, T) int token ids, PAD = 0
+    lengths: np.ndarray  # (B,) real tokens per sentence
+    X: np.ndarray  # (B, T, d) embeddings, one random row per vocabulary entry
+
+
+def running_example(d: int = 8, seed: int = SEED) -> Example:
+    """The two sentences as a padded batch with random embeddings of width ``d``.
+
+    The embedding table is drawn once per (d, seed) from a standard normal, so the same word
+    has the same row wherever it occurs (both sentences contain "the" and "bank").
+    """
+    d = int_at_least("running_example", "d", d)
+    T = max(len(s) for s in SENTENCES)
+    words = tuple(s + (PAD,) * (T - len(s)) for s in SENTENCES)
+    index = {w: i for i, w in enumerate(VOCAB)}
+    ids = np.array([[index[w] for w in s] for s in words])  # (B, T)
+    lengths = np.array([len(s) for s in SENTENCES])  # (B,)
+    table = np.random.default_rng(seed).standard_normal((len(VOCAB), d))  # (vocab, d)
+    return Example(words, ids, lengths, table[ids])
