@@ -298,7 +298,7 @@ def test_attention_rejects_a_mask_that_does_not_broadcast():
 
 
 def test_mask_diagram_numbers_are_the_ones_its_caption_quotes():
-    """Chapter 03's figure caption quotes the zeroed rows' sums 0.78, 0.60, 0.98, 1.00."""
+    """Chapter 03's figure caption quotes the zeroed rows' sums 0.92, 0.64, 0.75, 1.00."""
     import importlib.util
     from pathlib import Path
 
@@ -307,5 +307,5 @@ def test_mask_diagram_numbers_are_the_ones_its_caption_quotes():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     m = module.matrices()
-    assert [round(float(s), 2) for s in m["after"].sum(axis=1)] == [0.78, 0.60, 0.98, 1.00]
+    assert [round(float(s), 2) for s in m["after"].sum(axis=1)] == [0.92, 0.64, 0.75, 1.00]
     np.testing.assert_allclose(m["before"].sum(axis=1), 1, atol=1e-15)
