@@ -53,10 +53,10 @@ def test_stub_is_not_attempted(capsys):
             "failed check 4 of 5 (similarities near 1000 (no overflow)): got non-finite",
         ),
         (softmax_over_questions, "failed check 3 of 5 (two questions at once, shape (2, 4))"),
-        (linear_normalization, "failed check 1 of 5 (the chapter's question, 'travel, please')"),
+        (linear_normalization, "failed check 1 of 5 (the chapter's question, the dripping tap)"),
         (
             returns_the_weights,
-            "failed check 1 of 5 (the chapter's question, 'travel, please'): "
+            "failed check 1 of 5 (the chapter's question, the dripping tap): "
             "expected shape (2,), got shape (3,)",
         ),
     ],
