@@ -53,10 +53,10 @@ def test_stub_is_not_attempted(capsys):
             "failed check 4 of 5 (similarities near 1000 (no overflow)): got non-finite",
         ),
         (softmax_over_questions, "failed check 3 of 5 (two questions at once, shape (2, 4))"),
-        (linear_normalization, "failed check 1 of 5 (the chapter's question, 'travel, please')"),
+        (linear_normalization, "failed check 1 of 5 (the chapter's question, the dripping tap)"),
         (
             returns_the_weights,
-            "failed check 1 of 5 (the chapter's question, 'travel, please'): "
+            "failed check 1 of 5 (the chapter's question, the dripping tap): "
             "expected shape (2,), got shape (3,)",
         ),
     ],
@@ -65,3 +65,30 @@ def test_typical_mistakes_fail(mistake, failing):
     report = check_cabinet_lookup(mistake, show=False)
     assert not report.ok
     assert report.line.startswith(failing), report.line
+
+
+def test_filing_cabinet_figure_shows_the_prefaces_numbers():
+    """The figure is drawn from the checker's cabinet, and the preface prints the same."""
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parent.parent
+    spec = importlib.util.spec_from_file_location(
+        "draw_filing_cabinet", root / "scripts" / "draw_filing_cabinet.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    drawn = module.lookup()
+    cells = json.loads((root / "chapters" / "00_preface.ipynb").read_text())["cells"]
+    printed = "".join(
+        "".join(out.get("text", ""))
+        for cell in cells
+        if cell["cell_type"] == "code"
+        for out in cell.get("outputs", [])
+    )
+    for topic, z, p in zip(module.CABINET_TOPICS, drawn["scores"], drawn["weights"], strict=True):
+        assert f"{topic:>8}: score {z:.1f}, weight {p:.3f}" in printed
+    assert "answer: [" + " ".join(f"{a:.3f}" for a in drawn["answer"]) + "]" in printed
+    svg = (root / "assets" / "filing_cabinet.svg").read_text()
+    assert all(f"p = {p:.2f}" in svg for p in drawn["weights"])
