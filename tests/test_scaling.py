@@ -252,4 +252,4 @@ def test_softmax_backward_obeys_the_one_minus_p_max_squared_bound():
     bound = slack * (1 + p.max(axis=-1)) * R  # (1 - p_max^2) R
     assert np.all(dz_l1 <= bound * (1 + 1e-12))
     assert (dz_l1 / bound).max() > 0.9  # close to tight
-    assert (dz_l1 > slack * R).sum() > 100  # the looser-looking (1 - p_max) R fails
+    assert (dz_l1 > slack * R).sum() > 100  # the smaller (1 - p_max) R fails
