@@ -236,3 +236,20 @@ def test_row_gradients_rejects_bad_inputs():
         row_gradients(Q, K, V, np.zeros((4, 2)), 1.0)
     with pytest.raises(ValueError, match="row_gradients: Q has shape"):
         row_gradients(np.zeros((4, 2)), K, V, np.zeros((4, 3)), 1.0)
+
+
+def test_softmax_backward_obeys_the_one_minus_p_max_squared_bound():
+    """Chapter 02: ||dz||_1 <= (1 - p_max^2) R, nearly attained; (1 - p_max) R is too tight."""
+    from npformer.scaling import softmax_backward
+
+    rng = np.random.default_rng(29)
+    spread = np.exp(rng.uniform(np.log(0.1), np.log(30), size=(20_000, 1)))  # (n, 1)
+    p = softmax(rng.normal(size=(20_000, 64)) * spread)  # (n, S)
+    dp = rng.normal(size=(20_000, 64))  # (n, S)
+    dz_l1 = np.abs(softmax_backward(p, dp)).sum(axis=-1)  # (n,)
+    R = np.ptp(dp, axis=-1)  # (n,)
+    slack = np.sort(p, axis=-1)[:, :-1].sum(axis=-1)  # (n,) 1 - p_max without cancellation
+    bound = slack * (1 + p.max(axis=-1)) * R  # (1 - p_max^2) R
+    assert np.all(dz_l1 <= bound * (1 + 1e-12))
+    assert (dz_l1 / bound).max() > 0.9  # close to tight
+    assert (dz_l1 > slack * R).sum() > 100  # the smaller (1 - p_max) R fails
