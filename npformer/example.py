@@ -48,3 +48,25 @@ def running_example(d: int = 8, seed: int = SEED) -> Example:
     lengths = np.array([len(s) for s in SENTENCES])  # (B,)
     table = np.random.default_rng(seed).standard_normal((len(VOCAB), d))  # (vocab, d)
     return Example(words, ids, lengths, table[ids])
+
+
+def format_weights(weights, rows, cols=None, digits: int = 2) -> str:
+    """A (T, S) matrix as text, its rows named by ``rows`` and its columns by ``cols``.
+
+    Chapter 01 prints attention weights this way: row = the word that reads (its query),
+    column = the word read (its key). ``cols`` defaults to ``rows`` (self-attention).
+    """
+    weights = np.asarray(weights)
+    cols = rows if cols is None else cols
+    if weights.ndim != 2 or weights.shape != (len(rows), len(cols)):
+        raise ValueError(
+            f"format_weights: weights of shape {weights.shape} do not match "
+            f"{len(rows)} row names and {len(cols)} column names"
+        )
+    width = max(digits + 3, *(len(c) for c in cols))
+    left = max(len(r) for r in rows)
+    lines = [" " * left + " " + " ".join(f"{c:>{width}}" for c in cols)]
+    for name, row in zip(rows, weights, strict=True):
+        cells = " ".join(f"{p:>{width}.{digits}f}" for p in row)
+        lines.append(f"{name:>{left}} {cells}")
+    return "\n".join(lines)

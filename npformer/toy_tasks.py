@@ -323,3 +323,24 @@ def most_frequent_accuracy(task: LookbackTask, tokens) -> float:
     counts = (tokens[:, :, None] == symbols).sum(axis=1)  # (B, vocab)
     guess = counts.argmax(axis=-1)  # (B,) a commonest symbol
     return float((targets_of(task, tokens) == guess[:, None, None]).mean())
+
+
+def position_blind_accuracy(task: LookbackTask, tokens) -> float:
+    """Expected accuracy of the best guess that sees every token but no position.
+
+    A layer blind to positions still knows its own token and which tokens the rest of the
+    sequence holds, but not where they are. Given that, the token ``offset`` places back is
+    equally likely to be any of the other ``seq_len - 1`` tokens, so the best guess is the
+    commonest among them, right with probability (its count) / (seq_len - 1). Returns that
+    probability averaged over sequences and positions: the bar a layer must clear before its
+    accuracy shows that it reads positions. One offset only (several targets share one guess
+    budget differently).
+    """
+    fn = "position_blind_accuracy"
+    task = _check_task(fn, task)
+    if len(task.offsets) != 1:
+        raise ValueError(f"{fn}: needs a task with one offset, got offsets {task.offsets}")
+    tokens = _tokens(fn, task, tokens)
+    own = tokens[:, :, None] == np.arange(task.vocab_size)  # (B, T, vocab) one-hot
+    others = own.sum(axis=1, keepdims=True) - own  # (B, T, vocab) counts of the other tokens
+    return float((others.max(axis=-1) / (task.seq_len - 1)).mean())

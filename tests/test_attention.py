@@ -505,3 +505,24 @@ def test_bias_and_causal_bad_inputs():
         scaled_dot_product_attention_backward(out, tuple(cache))
     with pytest.raises(ValueError, match=r"d_out must be a floating array"):
         scaled_dot_product_attention_backward(None, cache)
+
+
+def test_torch_reference_catches_an_unscaled_score_and_a_leaky_mask():
+    """Chapter 01's comparison with torch (tolerance 1e-14) fails on two slips in the formula.
+
+    Scores left unscaled, and a causal mask that lets every query see one key of the future:
+    both miss torch's answer by more than 0.1 on the running example's shapes.
+    """
+    torch = pytest.importorskip("torch")
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    Q, K, V = np.random.default_rng(7).normal(size=(3, 2, 7, 4))  # (B, T, d_h) each
+    Qt, Kt, Vt = (torch.from_numpy(a) for a in (Q, K, V))
+    ref, ref_causal = sdpa(Qt, Kt, Vt).numpy(), sdpa(Qt, Kt, Vt, is_causal=True).numpy()
+    right, _ = scaled_dot_product_attention(Q, K, V)
+    right_causal, _ = scaled_dot_product_attention(Q, K, V, mask=causal(7, 7))
+    assert np.abs(right - ref).max() < 1e-14 and np.abs(right_causal - ref_causal).max() < 1e-14
+    unscaled, _ = scaled_dot_product_attention(Q * math.sqrt(4), K, V)  # scores Q K^T
+    leaky = np.tril(np.ones((7, 7), dtype=bool), k=1)  # key j <= i + 1
+    leaky_causal, _ = scaled_dot_product_attention(Q, K, V, mask=leaky)
+    assert np.abs(unscaled - ref).max() > 0.1
+    assert np.abs(leaky_causal - ref_causal).max() > 0.1

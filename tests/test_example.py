@@ -30,3 +30,15 @@ def test_the_example_is_the_same_on_every_call_and_changes_with_the_seed():
 def test_a_width_below_one_is_refused():
     with pytest.raises(ValueError, match="running_example: d must be an integer >= 1"):
         running_example(d=0)
+
+
+def test_format_weights_names_rows_and_columns_by_the_words():
+    from npformer.example import format_weights
+
+    text = format_weights(np.array([[0.25, 0.75], [1.0, 0.0]]), ("storm", "bank"))
+    lines = text.splitlines()
+    assert lines[0].split() == ["storm", "bank"]
+    assert lines[1].split() == ["storm", "0.25", "0.75"]
+    assert lines[2].split() == ["bank", "1.00", "0.00"]
+    with pytest.raises(ValueError, match=r"\(2, 2\).*3 row names"):
+        format_weights(np.eye(2), ("a", "b", "c"))

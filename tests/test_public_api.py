@@ -758,6 +758,16 @@ API = {
         lambda: dict(d=4, seed=0),
         dict(d=Size(), seed=Free("any seed NumPy's default_rng accepts")),
     ),
+    "example.format_weights": Row(
+        EXM.format_weights,
+        lambda: dict(weights=np.eye(2), rows=("a", "b"), cols=None, digits=2),
+        dict(
+            weights=Free("printed as given; its shape is checked against the names"),
+            rows=Free("names to print: any strings"),
+            cols=Free("names to print, or None for the rows' names"),
+            digits=Free("a format precision, used only for printing"),
+        ),
+    ),
     # ---------------------------------------------------------------- masks
     "masks.causal_mask": Row(MK.causal_mask, lambda: dict(T=3, S=4), dict(T=Size(), S=Size())),
     "masks.padding_mask": Row(
@@ -855,6 +865,11 @@ API = {
     "toy_tasks.most_frequent_accuracy": Row(
         TT.most_frequent_accuracy,
         lambda: dict(task=TASK, tokens=TT_TOKENS),
+        dict(task=Config(), tokens=Tokens()),
+    ),
+    "toy_tasks.position_blind_accuracy": Row(
+        TT.position_blind_accuracy,
+        lambda: dict(task=TT.make_task(3, 4, (1,)), tokens=TT_TOKENS),
         dict(task=Config(), tokens=Tokens()),
     ),
     # ---------------------------------------------------------------- gradcheck

@@ -167,3 +167,61 @@ def test_most_frequent_accuracy_guesses_the_commonest_symbol():
     assert tt.most_frequent_accuracy(task, tokens[:1]) == largest / 4
     with pytest.raises(ValueError, match="tokens"):
         tt.most_frequent_accuracy(task, np.array([[0, 1, 2]]))
+
+
+def test_a_backward_without_the_row_sum_still_trains_but_fails_finite_differences():
+    """Training is weak evidence for a gradient; finite differences are strong evidence.
+
+    With the softmax backward's row-sum term dropped (dZ = P * dP), the one-head layer still
+    learns to read two places back (accuracy >= 0.99 after 150 steps), while its gradient
+    misses central differences by more than 1e-2 (relative) at every seed, against < 1e-5 for
+    the right backward.
+    """
+    from unittest import mock
+
+    def row_sum_forgotten(d_out, cache):  # the bug: dZ = P * dP
+        Q, K, V, P, factor = cache.Q, cache.K, cache.V, cache.weights, cache.scale
+        dZ = P * (d_out @ V.swapaxes(-1, -2)) * factor  # (..., T, S)
+        return dZ @ K, dZ.swapaxes(-1, -2) @ Q, P.swapaxes(-1, -2) @ d_out
+
+    def gradient_error(task, seed, probes=8):
+        rng = np.random.default_rng(seed)
+        params = tt.init_params(task, 8, rng)
+        tokens, targets = tt.sample_batch(task, 4, rng)
+        X = tt.encode(task, tokens)  # (4, T, d_in)
+
+        def loss():
+            return tt.cross_entropy(tt.forward(X, params, 1)[0], targets)[0]
+
+        logits, cache = tt.forward(X, params, 1)
+        grads = tt.backward(tt.cross_entropy(logits, targets)[1], cache)
+        estimated, computed = [], []
+        for name in tt.PARAM_NAMES:
+            for _ in range(probes):
+                index = tuple(int(rng.integers(0, n)) for n in params[name].shape)
+                estimated.append(central_difference(loss, params[name], index, 1e-6)[0])
+                computed.append(grads[name][index])
+        estimated, computed = np.array(estimated), np.array(computed)
+        return np.linalg.norm(estimated - computed) / np.linalg.norm(estimated)
+
+    task = tt.make_task(vocab_size=8, seq_len=8, offsets=(2,))
+    tokens, _ = tt.sample_batch(task, 500, np.random.default_rng(100))
+    right = [gradient_error(task, seed) for seed in range(3)]
+    with mock.patch.object(tt, "scaled_dot_product_attention_backward", row_sum_forgotten):
+        wrong = [gradient_error(task, seed) for seed in range(3)]
+        run = tt.train(task, 8, num_heads=1, seed=0, steps=150)
+    assert max(right) < 1e-5 and min(wrong) > 1e-2
+    assert tt.evaluate(task, run.params, 1, tokens).joint >= 0.99
+
+
+def test_position_blind_accuracy_is_the_commonest_of_the_other_tokens():
+    task = tt.make_task(3, 4, (1,))
+    # row 0: at position 3 (token 1) the others are 2, 2, 2: the guess 2 is right for sure;
+    # at positions 0-2 (token 2) the others hold two 2s and one 1: right with probability 2/3
+    tokens = np.array([[2, 2, 2, 1]])
+    assert tt.position_blind_accuracy(task, tokens) == (3 * 2 / 3 + 1) / 4
+    # it is never below the sequence's commonest symbol, which is one position-blind guess
+    tokens = np.random.default_rng(4).integers(0, 3, size=(300, 4))
+    assert tt.position_blind_accuracy(task, tokens) > tt.most_frequent_accuracy(task, tokens)
+    with pytest.raises(ValueError, match="one offset"):
+        tt.position_blind_accuracy(tt.make_task(3, 4, (1, 2)), tokens)
