@@ -179,6 +179,8 @@ def test_exercises_count_from_one_in_every_chapter(site, chapter):
     root, _ = site
     page = (root / "chapters" / f"{chapter.stem}.html").read_text()
     numbers = EXERCISE_TITLE.findall(page)
+    if not numbers and "_deeper_" in chapter.stem:
+        pytest.skip("a Going deeper page needs no exercise")
     assert numbers, f"{chapter.stem}: no numbered exercise"
     assert numbers == [str(n) for n in range(1, len(numbers) + 1)], (chapter.stem, numbers)
     assert SOLUTION_TITLE.findall(page) == numbers, f"{chapter.stem}: solutions name others"
