@@ -5,9 +5,10 @@ Usage: python scripts/draw_mask_diagram.py [OUTPUT.svg]
 Top row: scores Z, the mask added as -inf on the future keys, the softmax; every row of the
 result sums to one. Bottom row: the softmax of the unmasked scores, then the future weights set
 to zero; the rows keep only the share of weight the softmax had put on the past. The numbers are
-computed with ``npformer.attention.softmax`` and ``npformer.masks.causal_mask`` from a seeded
-4 x 4 matrix of scores rounded to one decimal, and the row sums printed on the figure are
-checked here. The SVG is deterministic (no date, fixed ids).
+computed with ``npformer.attention.softmax`` and ``npformer.masks.causal_mask`` from the
+weight-free scores x x^T / sqrt(d) of the running example's first four words ("a storm hit
+the", ``npformer.example``) rounded to one decimal, and the row sums printed on the figure
+are checked here. The SVG is deterministic (no date, fixed ids).
 """
 
 from __future__ import annotations
@@ -23,16 +24,17 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
 
 from npformer.attention import masked_softmax, softmax  # noqa: E402
+from npformer.example import running_example  # noqa: E402
 from npformer.masks import causal_mask  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 T = 4
-SEED = 3
 
 
 def matrices() -> dict[str, np.ndarray]:
     """The five matrices of the figure, and the row sums of the two results."""
-    scores = np.round(np.random.default_rng(SEED).normal(size=(T, T)), 1)  # (T, S)
+    x = running_example(d=8).X[0, :T]  # (T, d): "a storm hit the"
+    scores = np.round(x @ x.T / np.sqrt(x.shape[-1]), 1)  # (T, S)
     mask = causal_mask(T)  # (T, S)
     before = masked_softmax(scores, mask)  # (T, S)
     plain = softmax(scores)  # (T, S)

@@ -165,6 +165,39 @@ def test_forgetting_the_padding_mask_changes_the_result():
     assert np.abs(unmasked - alone).max() > 1e-3
 
 
+@pytest.mark.parametrize("k", [1, 3, 6])
+def test_forgotten_padding_moves_the_output_by_the_filler_share(k):
+    """k copies of one filler share one score z_f and take the share k e^z_f / (D + k e^z_f)."""
+    from npformer.example import running_example
+
+    X = running_example(d=8).X
+    short, filler = X[1, :4], X[1, 4]  # "the bank lent money", the <pad> embedding
+    d = short.shape[-1]
+    alone, _ = scaled_dot_product_attention(short, short, short)
+    padded = np.vstack([short, np.tile(filler, (k, 1))])  # (4 + k, d)
+    unmasked, _ = scaled_dot_product_attention(padded, padded, padded)
+    z_real = short @ short.T / math.sqrt(d)  # (4, 4)
+    z_fill = short @ filler / math.sqrt(d)  # (4,)
+    D = np.exp(z_real).sum(axis=1)  # (4,)
+    share = k * np.exp(z_fill) / (D + k * np.exp(z_fill))  # (4,)
+    predicted = share[:, None] * (filler - alone)  # (4, d)
+    np.testing.assert_allclose(unmasked[:4] - alone, predicted, rtol=1e-10, atol=1e-13)
+
+
+@given(batch=batches(), seed=seeds)
+def test_right_padding_under_a_causal_mask_needs_no_padding_mask(batch, seed):
+    """Right-padded fillers sit in every real query's future: the causal mask hides them."""
+    B, S, lengths, h, d_h = batch
+    rng = np.random.default_rng(seed)
+    Q, K, V = qkv(rng, (B, h), S, S, d_h)
+    causal = causal_mask(S)
+    both = combine_masks(causal, key_padding_to_scores(padding_mask(lengths, S)))
+    out_causal, _ = scaled_dot_product_attention(Q, K, V, mask=causal)
+    out_both, _ = scaled_dot_product_attention(Q, K, V, mask=both)
+    for b, length in enumerate(lengths):
+        np.testing.assert_array_equal(out_causal[b, :, :length], out_both[b, :, :length])
+
+
 @given(T=sizes, S=sizes, seed=seeds)
 def test_fully_masked_rows_give_zero_weights_and_zero_output(T, S, seed):
     rng = np.random.default_rng(seed)
@@ -265,7 +298,7 @@ def test_attention_rejects_a_mask_that_does_not_broadcast():
 
 
 def test_mask_diagram_numbers_are_the_ones_its_caption_quotes():
-    """Chapter 03's figure caption quotes the zeroed rows' sums 0.78, 0.60, 0.98, 1.00."""
+    """Chapter 03's figure caption quotes the zeroed rows' sums 0.92, 0.64, 0.75, 1.00."""
     import importlib.util
     from pathlib import Path
 
@@ -274,5 +307,5 @@ def test_mask_diagram_numbers_are_the_ones_its_caption_quotes():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     m = module.matrices()
-    assert [round(float(s), 2) for s in m["after"].sum(axis=1)] == [0.78, 0.60, 0.98, 1.00]
+    assert [round(float(s), 2) for s in m["after"].sum(axis=1)] == [0.92, 0.64, 0.75, 1.00]
     np.testing.assert_allclose(m["before"].sum(axis=1), 1, atol=1e-15)
