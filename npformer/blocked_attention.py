@@ -161,7 +161,7 @@ def _forward_2d(Q, K, V, factor, causal, block_q, block_k, out, lse):
         acc.fill(0)
         for j0, j1, crosses_diagonal in keys:
             s = scores_buf[:n, : j1 - j0]  # (n, k) this tile's scores
-            np.matmul(q, K[j0:j1].T, out=s)  # one BLAS call per tile pair
+            np.matmul(q, K[j0:j1].T, out=s)  # one matrix product per tile pair
             if crosses_diagonal:  # mask the keys that come after each query of the tile
                 future = np.arange(j0, j1)[None, :] > np.arange(i0, i1)[:, None] + offset
                 np.copyto(s, -np.inf, where=future)  # (n, k)

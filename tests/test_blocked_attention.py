@@ -268,3 +268,18 @@ def test_tile_counts_bad_arguments():
         tile_counts(10, 5)
     with pytest.raises(ValueError, match="block_q"):
         tile_counts(10, block_q=0)
+
+
+def test_backward_memory_stays_linear():
+    # Chapter 08: the blocked backward allocates dQ, dK, dV, O(T) bytes and a few tiles; the
+    # naive backward allocates at least two (T, T) float64 matrices besides its cached weights.
+    T, d_h = 2048, 64
+    Q, K, V = qkv((), T, T, d_h, d_h, seed=2)
+    d_out = np.ones((T, d_h))
+    _, naive_cache = naive(Q, K, V, True)
+    _, blocked_cache = blocked_attention(Q, K, V)
+    naive_back = peak_extra_bytes(lambda: scaled_dot_product_attention_backward(d_out, naive_cache))
+    blocked_back = peak_extra_bytes(lambda: blocked_attention_backward(d_out, blocked_cache))
+    grads_bytes = 3 * 8 * T * d_h
+    assert naive_back >= 2 * 8 * T**2, naive_back
+    assert blocked_back < 2 * grads_bytes, blocked_back
