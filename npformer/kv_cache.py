@@ -151,6 +151,14 @@ class KVCache:
             )
         self.length += n
 
+    def reset(self) -> None:
+        """Empty the cache for the next request: length 0, nothing reallocated.
+
+        The old keys and values stay in the arrays but are never read again: every read is a
+        view of the first ``length`` positions, and the next request's writes start at 0.
+        """
+        self.length = 0
+
 
 def check_cache(
     fn: str, cache, num_layers: int, batch: int, num_kv_heads: int, d_head: int, n: int, dtype

@@ -406,6 +406,25 @@ def _prefill_then_one_by_one(params, config, tokens, prefill):
     return np.concatenate(parts, axis=1)  # (B, T, vocab)
 
 
+@pytest.mark.parametrize("positions", SCHEMES)
+def test_a_reset_cache_serves_a_second_request_like_a_fresh_one(positions):
+    config, params = _decoder(positions=positions)
+    rng = np.random.default_rng(7)
+    first, second = rng.integers(0, 11, size=(2, 2, 10))  # two requests, (B, T) each
+    cache = decoder_cache(config, 2, 10)
+    for t in range(10):  # the first request fills the cache
+        forward(params, config, first[:, t : t + 1], cache=cache)
+    with pytest.raises(ValueError, match="exceed the cache's max_len"):
+        forward(params, config, second[:, :1], cache=cache)  # full: refused, not overwritten
+    cache.reset()
+    assert cache.length == 0 and cache.max_len == 10
+    reused = [forward(params, config, second[:, :4], cache=cache)[0]]
+    for t in range(4, 10):
+        reused.append(forward(params, config, second[:, t : t + 1], cache=cache)[0])
+    full, _ = forward(params, config, second)  # (B, T, vocab): no cache
+    assert np.abs(np.concatenate(reused, axis=1) - full).max() < 1e-10
+
+
 @pytest.mark.parametrize("ln", ["pre", "post"])
 @pytest.mark.parametrize("positions", SCHEMES)
 def test_cached_forward_equals_the_uncached_forward(positions, ln):
