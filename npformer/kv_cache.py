@@ -11,7 +11,8 @@ multi-query attention).
 
 The chapter first caches a toy model, a stack of attention-only layers (no feed-forward, no
 vocabulary): layer l maps X to X + grouped_query_attention(X) with its own W_q, W_k, W_v,
-W_o; the output at the last position, rescaled to norm sqrt(d), is the next input vector.
+W_o; the output at the last position, passed through a feedback function (chapter 09's
+:func:`layer_norm_last_row`, or :func:`next_input` by default), is the next input vector.
 
 The chapter then caches the trained decoder of ``npformer.model`` (chapter 10's model), whose
 ``forward`` takes a :class:`KVCache` (``npformer.model.decoder_cache``) and runs the new tokens
@@ -149,6 +150,14 @@ class KVCache:
                 f"KVCache.advance: length {self.length} + {n} exceeds max_len {self.max_len}"
             )
         self.length += n
+
+    def reset(self) -> None:
+        """Empty the cache for the next request: length 0, nothing reallocated.
+
+        The old keys and values stay in the arrays but are never read again: every read is a
+        view of the first ``length`` positions, and the next request's writes start at 0.
+        """
+        self.length = 0
 
 
 def check_cache(
@@ -325,8 +334,9 @@ def attention_only_forward(X, layers: list[dict], num_heads: int, num_kv_heads: 
 def next_input(Y) -> np.ndarray:
     """The next input vector: the output at the last position, rescaled to norm sqrt(d).
 
-    The rescaling only keeps the toy model's numbers on one scale (residual sums would
-    otherwise grow at every step); it is no part of the cache. Shapes: Y (B, n, d) -> (B, 1, d).
+    Rescaling puts every fed-back vector on one scale (the benchmark and chapter 14 use it;
+    chapter 09 feeds back :func:`layer_norm_last_row`); it is no part of the cache.
+    Shapes: Y (B, n, d) -> (B, 1, d).
     """
     Y = float_array("next_input", "Y", Y)
     if Y.ndim != 3 or 0 in Y.shape[1:]:
@@ -342,28 +352,49 @@ def _check_prompt(fn: str, prompt, num_new) -> tuple[np.ndarray, int]:
     return prompt, int_at_least(fn, "num_new", num_new)
 
 
-def generate_without_cache(prompt, layers, num_new: int, num_heads: int, num_kv_heads: int):
+def _check_feedback(fn: str, feedback):
+    if not callable(feedback):
+        raise ValueError(
+            f"{fn}: feedback must be a function (B, n, d) -> (B, 1, d), got "
+            f"{type(feedback).__name__}"
+        )
+    return feedback
+
+
+def generate_without_cache(
+    prompt, layers, num_new: int, num_heads: int, num_kv_heads: int, feedback=next_input
+):
     """Generate ``num_new`` vectors the way a model without a cache must: at every step, run
     the forward pass over the whole prefix (a prefill) and keep the last row.
 
+    ``feedback`` maps the outputs (B, n, d) to the next input (B, 1, d); the default is
+    :func:`next_input`, chapter 09 passes :func:`layer_norm_last_row`.
     Shapes: prompt (B, P, d). Returns the sequence (B, P + num_new, d).
     """
     X, num_new = _check_prompt("generate_without_cache", prompt, num_new)
     sequence("generate_without_cache", "layers", layers, min_len=1)
+    feedback = _check_feedback("generate_without_cache", feedback)
     for _ in range(num_new):
         Y = attention_only_forward(X, layers, num_heads, num_kv_heads)  # (B, P + t, d)
-        X = np.concatenate([X, next_input(Y)], axis=1)  # (B, P + t + 1, d)
+        X = np.concatenate([X, feedback(Y)], axis=1)  # (B, P + t + 1, d)
     return X
 
 
 def generate_with_cache(
-    prompt, layers, num_new: int, num_heads: int, num_kv_heads: int, cache=None
+    prompt,
+    layers,
+    num_new: int,
+    num_heads: int,
+    num_kv_heads: int,
+    cache=None,
+    feedback=next_input,
 ):
     """Generate ``num_new`` vectors with a KV cache: one prefill over the prompt, then one row
     per step, reading every earlier key and value from the cache.
 
     ``cache`` defaults to a fresh :class:`KVCache` for P + num_new positions; any empty object
-    with the same ``write`` / ``advance`` / ``length`` interface works.
+    with the same ``write`` / ``advance`` / ``length`` interface works. ``feedback`` as in
+    :func:`generate_without_cache`.
     Shapes: prompt (B, P, d). Returns the sequence (B, P + num_new, d), equal to
     :func:`generate_without_cache` up to rounding.
     """
@@ -371,6 +402,7 @@ def generate_with_cache(
     prompt, num_new = _check_prompt(fn, prompt, num_new)
     layers = sequence(fn, "layers", layers, min_len=1)
     _check_cache(fn, cache)
+    feedback = _check_feedback(fn, feedback)
     B, P, d = prompt.shape
     d_h, _ = _check_heads(fn, d, num_heads, num_kv_heads)
     if cache is None:
@@ -378,9 +410,27 @@ def generate_with_cache(
     if cache.length != 0:
         raise ValueError(f"{fn}: the cache must start empty, it holds {cache.length} positions")
     rows = [prompt]
-    x = next_input(attention_only_forward(prompt, layers, num_heads, num_kv_heads, cache))
+    x = feedback(attention_only_forward(prompt, layers, num_heads, num_kv_heads, cache))
     rows.append(x)  # (B, 1, d)
     for _ in range(num_new - 1):
-        x = next_input(attention_only_forward(x, layers, num_heads, num_kv_heads, cache))
+        x = feedback(attention_only_forward(x, layers, num_heads, num_kv_heads, cache))
         rows.append(x)  # (B, 1, d)
     return np.concatenate(rows, axis=1)  # (B, P + num_new, d)
+
+
+def layer_norm_last_row(Y) -> np.ndarray:
+    """The next input of chapter 09's toy model: the last output row, layer-normalized.
+
+    y = Y[:, -1:], then (y - mean(y)) / std(y) over the d features (a layer norm without gain
+    and shift, eps = 0): every fed-back vector has mean 0 and variance 1, so the residual
+    stream cannot drift in scale however many vectors are generated.
+    Shapes: Y (B, n, d) -> (B, 1, d).
+    """
+    Y = float_array("layer_norm_last_row", "Y", Y)
+    if Y.ndim != 3 or 0 in Y.shape[1:]:
+        raise ValueError(
+            f"layer_norm_last_row: Y must have shape (B, n, d), n, d >= 1, got {Y.shape}"
+        )
+    y = Y[:, -1:]  # (B, 1, d)
+    centred = y - y.mean(axis=-1, keepdims=True)
+    return centred / centred.std(axis=-1, keepdims=True)

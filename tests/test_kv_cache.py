@@ -14,6 +14,7 @@ from npformer.kv_cache import (
     grouped_query_attention,
     init_attention_only_model,
     kv_cache_bytes,
+    layer_norm_last_row,
     next_input,
     repeat_kv_heads,
 )
@@ -307,6 +308,40 @@ def test_next_input_is_the_last_row_at_norm_sqrt_d():
         next_input(Y[0])
 
 
+@pytest.mark.parametrize("seed, B, h, g", [(3, 1, 8, 8), (4, 2, 4, 2)])
+def test_generation_with_layer_norm_feedback_is_the_same_with_and_without_cache(seed, B, h, g):
+    rng = np.random.default_rng(seed)
+    d = 4 * h
+    layers = init_attention_only_model(2, d, h, g, rng)
+    prompt = rng.standard_normal((B, 6, d))
+    without = generate_without_cache(prompt, layers, 10, h, g, feedback=layer_norm_last_row)
+    with_ = generate_with_cache(prompt, layers, 10, h, g, feedback=layer_norm_last_row)
+    assert np.abs(without - with_).max() < 1e-12
+    # the fed-back rows are the layer norm's, not next_input's
+    np.testing.assert_allclose(with_[:, 6:].mean(axis=-1), 0.0, atol=1e-12)
+    np.testing.assert_allclose(with_[:, 6:].std(axis=-1), 1.0, rtol=1e-12)
+    assert np.abs(with_ - generate_with_cache(prompt, layers, 10, h, g)).max() > 0.1
+
+
+def test_layer_norm_last_row_centres_and_scales_the_last_row():
+    Y = np.random.default_rng(0).standard_normal((2, 3, 5)) * 4 + 7
+    x = layer_norm_last_row(Y)
+    assert x.shape == (2, 1, 5)
+    y = Y[:, -1:]
+    np.testing.assert_allclose(x, (y - y.mean(-1, keepdims=True)) / y.std(-1, keepdims=True))
+    with pytest.raises(ValueError, match=r"layer_norm_last_row: Y must have shape \(B, n, d\)"):
+        layer_norm_last_row(Y[0])
+    with pytest.raises(ValueError, match="feedback must be a function"):
+        generate_with_cache(
+            Y,
+            init_attention_only_model(1, 5, 1, 1, np.random.default_rng(0)),
+            2,
+            1,
+            1,
+            feedback=None,
+        )
+
+
 def test_generation_errors():
     rng = np.random.default_rng(4)
     layers = init_attention_only_model(2, 8, 2, 1, rng)
@@ -369,6 +404,25 @@ def _prefill_then_one_by_one(params, config, tokens, prefill):
         parts.append(forward(params, config, tokens[:, t : t + 1], cache=cache)[0])
     assert cache.length == T
     return np.concatenate(parts, axis=1)  # (B, T, vocab)
+
+
+@pytest.mark.parametrize("positions", SCHEMES)
+def test_a_reset_cache_serves_a_second_request_like_a_fresh_one(positions):
+    config, params = _decoder(positions=positions)
+    rng = np.random.default_rng(7)
+    first, second = rng.integers(0, 11, size=(2, 2, 10))  # two requests, (B, T) each
+    cache = decoder_cache(config, 2, 10)
+    for t in range(10):  # the first request fills the cache
+        forward(params, config, first[:, t : t + 1], cache=cache)
+    with pytest.raises(ValueError, match="exceed the cache's max_len"):
+        forward(params, config, second[:, :1], cache=cache)  # full: refused, not overwritten
+    cache.reset()
+    assert cache.length == 0 and cache.max_len == 10
+    reused = [forward(params, config, second[:, :4], cache=cache)[0]]
+    for t in range(4, 10):
+        reused.append(forward(params, config, second[:, t : t + 1], cache=cache)[0])
+    full, _ = forward(params, config, second)  # (B, T, vocab): no cache
+    assert np.abs(np.concatenate(reused, axis=1) - full).max() < 1e-10
 
 
 @pytest.mark.parametrize("ln", ["pre", "post"])

@@ -126,15 +126,29 @@ def test_every_figure_has_a_caption_and_alt_text(path):
     assert not missing, f"{path.name}: figure cells {missing} lack mystnb figure caption or alt"
 
 
-@pytest.mark.parametrize("path", CHAPTERS[:-1], ids=ids[:-1])
-def test_every_chapter_links_to_the_next(path):
-    # the next chapter of the main path: "Going deeper" pages (NN_deeper_*) sit beside theirs
-    later = CHAPTERS[CHAPTERS.index(path) + 1 :]
-    following = next(p for p in later if "_deeper_" not in p.name)
+MAIN_PATH = [p for p in CHAPTERS if "_deeper_" not in p.stem]
+DEEPER = [p for p in CHAPTERS if "_deeper_" in p.stem]
+
+
+def _links(path, target) -> bool:
     prose = "".join(c.source for c in read(path).cells if c.cell_type == "markdown")
-    assert f"({following.name})" in prose or f"({following.stem}" in prose, (
+    return f"({target.name})" in prose or f"({target.stem}" in prose
+
+
+@pytest.mark.parametrize("path", MAIN_PATH[:-1], ids=[p.name for p in MAIN_PATH[:-1]])
+def test_every_chapter_links_to_the_next(path):
+    following = MAIN_PATH[MAIN_PATH.index(path) + 1]
+    assert _links(path, following), (
         f"{path.name} does not link to the next chapter, {following.name}"
     )
+
+
+@pytest.mark.parametrize("path", DEEPER, ids=[p.name for p in DEEPER])
+def test_every_deeper_page_and_its_chapter_link_to_each_other(path):
+    """A "Going deeper" page NN_deeper_<slug> links back to chapter NN, and NN links to it."""
+    (chapter,) = [p for p in MAIN_PATH if p.stem[:3] == path.stem[:3]]
+    assert _links(path, chapter), f"{path.name} does not link back to {chapter.name}"
+    assert _links(chapter, path), f"{chapter.name} does not link to {path.name}"
 
 
 def test_every_exercise_is_listed_on_the_exercises_page():

@@ -1378,6 +1378,7 @@ PENDING = {
                 num_new=Size(0),
                 num_heads=Size(),
                 num_kv_heads=Size(),
+                feedback=Func(),
             ),
         ),
         "kv_cache.generate_with_cache": Row(
@@ -1390,7 +1391,13 @@ PENDING = {
                 num_heads=Size(),
                 num_kv_heads=Size(),
                 cache=Cache(),
+                feedback=Func(),
             ),
+        ),
+        "kv_cache.layer_norm_last_row": Row(
+            "kv_cache.layer_norm_last_row",
+            lambda: dict(Y=X3),
+            dict(Y=Floats(rank=3, zero_width=True)),
         ),
         "kv_cache.check_cache": Row(
             "kv_cache.check_cache",
