@@ -344,3 +344,134 @@ def position_blind_accuracy(task: LookbackTask, tokens) -> float:
     own = tokens[:, :, None] == np.arange(task.vocab_size)  # (B, T, vocab) one-hot
     others = own.sum(axis=1, keepdims=True) - own  # (B, T, vocab) counts of the other tokens
     return float((others.max(axis=-1) / (task.seq_len - 1)).mean())
+
+
+# --- the same layer with a nonlinear readout (chapter 04's "Going deeper" page) ----------
+#
+# Chapter 04 asks whether one head fails the two-look-back task for want of a second row of
+# weights or for want of a nonlinear readout. The control keeps the attention layer and
+# replaces the linear readout W_o by a ReLU MLP, Y -> relu(Y W_1 + b_1) W_2 + b_2.
+
+#: The parameter names of the model with an MLP readout, in order.
+MLP_PARAM_NAMES = ("W_q", "W_k", "W_v", "W_1", "b_1", "W_2", "b_2")
+
+
+def _init_mlp_params(task: LookbackTask, d_model: int, hidden: int, rng) -> dict:
+    """W_q, W_k, W_v as :func:`init_params`; W_1 N(0, 2/d_model), W_2 N(0, 1/hidden), b = 0."""
+    d_out = len(task.offsets) * task.vocab_size
+    params = init_params(task, d_model, rng)
+    del params["W_o"]
+    params["W_1"] = rng.standard_normal((d_model, hidden)) * math.sqrt(2.0 / d_model)
+    params["b_1"] = np.zeros(hidden)
+    params["W_2"] = rng.standard_normal((hidden, d_out)) / math.sqrt(hidden)
+    params["b_2"] = np.zeros(d_out)
+    return {n: params[n] for n in MLP_PARAM_NAMES}
+
+
+def _forward_mlp(X, params: dict, num_heads: int, num_outputs: int):
+    """logits = relu(merge(attention(...)) W_1 + b_1) W_2 + b_2 -> (B, T, m, vocab), cache."""
+    Q = split_heads(X @ params["W_q"], num_heads)  # (B, h, T, d_h)
+    K = split_heads(X @ params["W_k"], num_heads)  # (B, h, T, d_h)
+    V = split_heads(X @ params["W_v"], num_heads)  # (B, h, T, d_h)
+    heads, att = scaled_dot_product_attention(Q, K, V)  # (B, h, T, d_h)
+    merged = merge_heads(heads)  # (B, T, d_model)
+    pre = merged @ params["W_1"] + params["b_1"]  # (B, T, hidden)
+    hidden = np.maximum(pre, 0.0)
+    logits = hidden @ params["W_2"] + params["b_2"]  # (B, T, m vocab)
+    B, T, d_out = logits.shape
+    logits = logits.reshape(B, T, num_outputs, d_out // num_outputs)
+    return logits, (X, att, merged, pre, hidden, params, num_heads)
+
+
+def _backward_mlp(d_logits, cache) -> dict:
+    """Gradients of the loss with respect to every parameter of :func:`_forward_mlp`."""
+    X, att, merged, pre, hidden, params, h = cache
+    B, T, _ = X.shape
+    d_flat = d_logits.reshape(B, T, -1)  # (B, T, m vocab)
+    grads = {"W_2": np.einsum("btj,bto->jo", hidden, d_flat), "b_2": d_flat.sum(axis=(0, 1))}
+    d_pre = (d_flat @ params["W_2"].T) * (pre > 0)  # (B, T, hidden)
+    grads["W_1"] = np.einsum("btd,btj->dj", merged, d_pre)
+    grads["b_1"] = d_pre.sum(axis=(0, 1))
+    d_heads = split_heads(d_pre @ params["W_1"].T, h)  # (B, h, T, d_h)
+    dQ, dK, dV = scaled_dot_product_attention_backward(d_heads, att)
+    for name, d in (("W_q", dQ), ("W_k", dK), ("W_v", dV)):
+        grads[name] = np.einsum("bti,btd->id", X, merge_heads(d))  # (d_in, d_model)
+    return {n: grads[n] for n in MLP_PARAM_NAMES}
+
+
+def train_mlp_readout(
+    task: LookbackTask,
+    d_model: int,
+    num_heads: int,
+    seed: int,
+    hidden: int = 128,
+    steps: int = 1500,
+    batch_size: int = 32,
+    lr: float = 0.01,
+) -> TrainResult:
+    """:func:`train` with a ReLU MLP readout (d_model -> hidden -> m vocab) in place of W_o."""
+    fn = "train_mlp_readout"
+    task = _check_task(fn, task)
+    seed = int_at_least(fn, "seed", seed, 0)
+    steps = int_at_least(fn, "steps", steps, 0)
+    hidden = int_at_least(fn, "hidden", hidden, 1)
+    batch_size = int_at_least(fn, "batch_size", batch_size, 1)
+    lr = positive_number(fn, "lr", lr)
+    divisible(fn, int_at_least(fn, "d_model", d_model, 1), int_at_least(fn, "num_heads", num_heads))
+    rng = np.random.default_rng(seed)
+    params = _init_mlp_params(task, d_model, hidden, rng)
+    optimizer = Adam(params, lr=lr)
+    m = len(task.offsets)
+    losses = np.empty(steps)
+    for step in range(steps):
+        tokens, targets = sample_batch(task, batch_size, rng)
+        logits, cache = _forward_mlp(encode(task, tokens), params, num_heads, m)
+        losses[step], d_logits = cross_entropy(logits, targets)
+        optimizer.step(_backward_mlp(d_logits, cache))
+    return TrainResult(params, losses)
+
+
+def evaluate_mlp_readout(task: LookbackTask, params: dict, num_heads: int, tokens) -> Evaluation:
+    """:func:`evaluate` for a model trained by :func:`train_mlp_readout`."""
+    fn = "evaluate_mlp_readout"
+    task = _check_task(fn, task)
+    tokens = _tokens(fn, task, tokens)
+    if not isinstance(params, dict) or any(n not in params for n in MLP_PARAM_NAMES):
+        got = sorted(params) if isinstance(params, dict) else type(params).__name__
+        raise ValueError(f"{fn}: params must be a dict with {list(MLP_PARAM_NAMES)}, got {got}")
+    num_heads = int_at_least(fn, "num_heads", num_heads, 1)
+    divisible(fn, params["W_q"].shape[-1], num_heads)
+    m = len(task.offsets)
+    logits, cache = _forward_mlp(encode(task, tokens), params, num_heads, m)
+    correct = logits.argmax(axis=-1) == targets_of(task, tokens)  # (B, T, m)
+    return Evaluation(
+        correct.mean(axis=(0, 1)), float(correct.all(axis=-1).mean()), cache[1].weights
+    )
+
+
+def one_job_plus_commonest_accuracy(task: LookbackTask, tokens) -> float:
+    """Both answers right for a layer that does the first look-up exactly and ignores positions
+    for the others.
+
+    Such a layer knows its own symbol and the first offset's symbol; for every further offset
+    it guesses the commonest symbol among the remaining tokens of the sequence (ties go to the
+    smallest symbol). Its joint accuracy is the bar a layer must beat to show that it uses
+    positions for more than one look-up. Needs two or more offsets.
+    """
+    fn = "one_job_plus_commonest_accuracy"
+    task = _check_task(fn, task)
+    tokens = _tokens(fn, task, tokens)
+    if len(task.offsets) < 2:
+        raise ValueError(f"{fn}: task needs two or more offsets, got offsets={task.offsets}")
+    B, T = tokens.shape
+    positions = np.arange(T)
+    # (T, T) True where key j is neither query i itself nor its first look-up
+    known = (positions[None, :] == positions[:, None]) | (
+        positions[None, :] == (positions[:, None] - task.offsets[0]) % T
+    )
+    symbols = np.arange(task.vocab_size)
+    one_hot = tokens[:, :, None] == symbols  # (B, T, vocab)
+    counts = np.einsum("ij,bjv->biv", ~known, one_hot.astype(float))  # (B, T, vocab)
+    guess = counts.argmax(axis=-1)  # (B, T)
+    rest = targets_of(task, tokens)[:, :, 1:]  # (B, T, m - 1)
+    return float((rest == guess[:, :, None]).all(axis=-1).mean())

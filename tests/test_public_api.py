@@ -340,6 +340,8 @@ FFP = BL.init_feed_forward_params(4, 8, np.random.default_rng(3))
 TASK = TT.make_task(3, 4, (1,))
 TT_TOKENS = np.array([[0, 1, 2, 0], [2, 2, 1, 0]])
 TT_PARAMS = TT.init_params(TASK, 4, np.random.default_rng(4))
+TT_MLP_PARAMS = TT.train_mlp_readout(TASK, 4, 2, seed=0, hidden=3, steps=0).params
+TASK_TWO_OFFSETS = TT.make_task(3, 4, (1, 2))
 TT_X = TT.encode(TASK, TT_TOKENS)
 ONES, ZEROS = np.ones(4), np.zeros(4)
 
@@ -871,6 +873,33 @@ API = {
         TT.position_blind_accuracy,
         lambda: dict(task=TT.make_task(3, 4, (1,)), tokens=TT_TOKENS),
         dict(task=Config(), tokens=Tokens()),
+    ),
+    "toy_tasks.train_mlp_readout": Row(
+        TT.train_mlp_readout,
+        lambda: dict(
+            task=TASK, d_model=4, num_heads=2, seed=0, hidden=3, steps=1, batch_size=2, lr=0.01
+        ),
+        dict(
+            task=Config(),
+            d_model=Size(),
+            num_heads=Size(),
+            seed=Size(0),
+            hidden=Size(),
+            steps=Size(0),
+            batch_size=Size(),
+            lr=Real(),
+        ),
+    ),
+    "toy_tasks.evaluate_mlp_readout": Row(
+        TT.evaluate_mlp_readout,
+        lambda: dict(task=TASK, params=TT_MLP_PARAMS, num_heads=2, tokens=TT_TOKENS),
+        dict(task=Config(), params=Params(), num_heads=Size(), tokens=Tokens()),
+    ),
+    "toy_tasks.one_job_plus_commonest_accuracy": Row(
+        TT.one_job_plus_commonest_accuracy,
+        lambda: dict(task=TASK_TWO_OFFSETS, tokens=TT_TOKENS),
+        dict(task=Config(), tokens=Tokens()),
+        extra=[("one offset only", dict(task=TASK), "task")],
     ),
     # ---------------------------------------------------------------- gradcheck
     "gradcheck.relative_error": Row(

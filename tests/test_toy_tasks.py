@@ -225,3 +225,54 @@ def test_position_blind_accuracy_is_the_commonest_of_the_other_tokens():
     assert tt.position_blind_accuracy(task, tokens) > tt.most_frequent_accuracy(task, tokens)
     with pytest.raises(ValueError, match="one offset"):
         tt.position_blind_accuracy(tt.make_task(3, 4, (1, 2)), tokens)
+
+
+# --- the ReLU readout of chapter 04's deeper page ----------------------------------------
+
+
+def test_mlp_readout_backward_matches_central_differences():
+    task = tt.make_task(vocab_size=3, seq_len=4, offsets=(1, 2))
+    rng = np.random.default_rng(5)
+    params = tt.train_mlp_readout(task, 4, 2, seed=3, hidden=6, steps=0).params
+    params["b_1"] = rng.standard_normal(6)  # no ReLU input exactly at its kink
+    params["b_2"] = rng.standard_normal(6)
+    tokens, targets = tt.sample_batch(task, 2, rng)
+    X = tt.encode(task, tokens)
+
+    def loss():
+        return tt.cross_entropy(tt._forward_mlp(X, params, 2, 2)[0], targets)[0]
+
+    logits, cache = tt._forward_mlp(X, params, 2, 2)
+    grads = tt._backward_mlp(tt.cross_entropy(logits, targets)[1], cache)
+    for name in tt.MLP_PARAM_NAMES:
+        for _ in range(6):
+            index = tuple(rng.integers(0, n) for n in params[name].shape)
+            estimate = central_difference(loss, params[name], index, 1e-6)[0]
+            assert abs(estimate - grads[name][index]) < 1e-8 + 1e-6 * abs(estimate), name
+
+
+def test_one_head_with_a_relu_readout_learns_both_look_backs():
+    task = tt.make_task(vocab_size=8, seq_len=8, offsets=(1, 2))
+    tokens, _ = tt.sample_batch(task, 200, np.random.default_rng(100))
+    run = tt.train_mlp_readout(task, 16, 1, seed=0, steps=1500)
+    assert tt.evaluate_mlp_readout(task, run.params, 1, tokens).joint > 0.99
+    assert run.losses[-50:].mean() < 0.1 * run.losses[:50].mean()
+
+
+def test_one_job_plus_commonest_guesses_from_the_six_unknown_tokens():
+    task = tt.make_task(3, 4, (1, 2))
+    # position 0 knows tokens 0 (itself) and 3 (one back); the unknown ones are 1 and 2,
+    # symbols 1 and 1: the guess 1 is the token two back (position 2) -> right
+    # position 1 knows 1 and 0; unknown 2, 3 = symbols 1, 2 -> tie, smallest 1; two back is
+    # position 3 = symbol 2 -> wrong. Positions 2 and 3 likewise.
+    tokens = np.array([[0, 1, 1, 2]])
+    # pos 2: knows 2, 1; unknown 3, 0 = 2, 0 -> guess 0; two back = pos 0 = 0 -> right
+    # pos 3: knows 3, 2; unknown 0, 1 = 0, 1 -> guess 0; two back = pos 1 = 1 -> wrong
+    assert tt.one_job_plus_commonest_accuracy(task, tokens) == 2 / 4
+    # the bar lies above the commonest symbol of the whole sequence: it knows two tokens
+    task8 = tt.make_task(8, 8, (1, 2))
+    tokens8, _ = tt.sample_batch(task8, 300, np.random.default_rng(7))
+    bar = tt.one_job_plus_commonest_accuracy(task8, tokens8)
+    assert bar > tt.most_frequent_accuracy(task8, tokens8) + 0.02
+    with pytest.raises(ValueError, match="two or more offsets"):
+        tt.one_job_plus_commonest_accuracy(tt.make_task(3, 4, (1,)), tokens)
