@@ -6,8 +6,9 @@ Left, the encoder layer: self-attention over the whole source (every source posi
 read every other), then the feed-forward network. Right, the decoder layer: causal
 self-attention over the target written so far, cross-attention whose queries come from the
 decoder and whose keys and values come from the encoder's memory, then the feed-forward
-network. Each attention carries a small grid of who may read whom (filled = allowed). The
-SVG is deterministic (no date, fixed ids).
+network. Each attention carries a small grid of who may read whom (filled = allowed; the
+decoder's grid is ``npformer.masks.causal_mask``). The SVG is deterministic (no date,
+fixed ids).
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import numpy as np
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle  # noqa: E402
+
+from npformer.masks import causal_mask  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 COLOURS = {"enc": "#cfe2f3", "causal": "#fbe3c8", "cross": "#d9ead3", "ffn": "#eeeeee"}
@@ -91,7 +94,7 @@ def main(out: Path) -> None:
     ax.text(7.6, 6.15, "decoder (N layers)", ha="center", fontsize=10, weight="bold")
     ax.add_patch(Rectangle((5.9, 0.95), 3.4, 4.95, fill=False, ls="--", ec="#777777"))
     box(ax, 6.2, 1.2, 2.8, 0.8, "2. masked self-attention\nthe target so far", COLOURS["causal"])
-    pattern(ax, 9.45, 1.95, np.tril(np.ones((T, T), bool)), COLOURS["causal"])
+    pattern(ax, 9.45, 1.95, causal_mask(T), COLOURS["causal"])
     box(ax, 6.2, 2.9, 2.8, 0.8, "3. cross-attention\nqueries from the decoder", COLOURS["cross"])
     pattern(ax, 9.45, 3.65, np.ones((T, S), bool), COLOURS["cross"])
     box(ax, 6.2, 4.6, 2.8, 0.8, "feed-forward\n(each position alone)", COLOURS["ffn"])
