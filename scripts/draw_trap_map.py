@@ -46,6 +46,7 @@ def disc(ax, x, y, n):
 
 def main(out: Path) -> None:
     plt.rcParams["svg.hashsalt"] = "trap-map"
+    plt.rcParams["svg.fonttype"] = "path"  # the text as outlines, whatever ran before
     width = len(STEPS) * (BOX_W + GAP)
     fig, ax = plt.subplots(figsize=(width * 0.95, 3.0))
     ax.set_xlim(-0.2, width)
