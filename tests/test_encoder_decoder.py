@@ -661,5 +661,9 @@ def test_encoder_decoder_figure_is_what_its_script_draws(tmp_path):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     out = tmp_path / "encoder_decoder.svg"
-    module.main(out)
+    import matplotlib
+
+    with matplotlib.rc_context():  # matplotlib's defaults, whatever ran before in this process
+        matplotlib.rcdefaults()
+        module.main(out)
     assert out.read_bytes() == (root / "assets" / "encoder_decoder.svg").read_bytes()

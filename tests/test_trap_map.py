@@ -3,6 +3,8 @@
 import importlib.util
 from pathlib import Path
 
+import matplotlib
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -21,5 +23,7 @@ def test_trap_map_marks_the_seven_forward_traps_once_each():
 
 def test_trap_map_asset_is_what_the_script_draws(tmp_path):
     out = tmp_path / "trap_map.svg"
-    _script().main(out)
+    with matplotlib.rc_context():  # matplotlib's defaults, whatever ran before in this process
+        matplotlib.rcdefaults()
+        _script().main(out)
     assert out.read_bytes() == (ROOT / "assets" / "trap_map.svg").read_bytes()
