@@ -291,3 +291,37 @@ def in_range_accuracy(result: ExtrapolationResult) -> float:
     _check_result(result)
     n = result.config.train_length
     return float(np.nanmean(result.accuracy[n]))
+
+
+def fine_tune(
+    params: dict,
+    config: ExtrapolationConfig,
+    length: int,
+    steps: int,
+    interpolate: bool,
+    seed: int = 1000,
+) -> tuple[dict, np.ndarray]:
+    """Continue training a copy of ``params`` on sequences of ``length`` for ``steps`` Adam
+    steps (a fresh optimizer, the run's learning rate). ``interpolate`` (RoPE only) turns
+    position m by the angle of m n / length during the fine-tune, as position interpolation
+    does. Returns (the fine-tuned params, losses (steps,)); ``params`` is left unchanged."""
+    fn = "fine_tune"
+    length = int_at_least(fn, "length", length, config.offset + 1)
+    steps = int_at_least(fn, "steps", steps)
+    if interpolate and config.positions != "rope":
+        raise ValueError(f"{fn}: interpolate needs positions='rope', got {config.positions!r}")
+    model = config.model_config()
+    if interpolate:
+        model = dataclasses.replace(model, rope_scale=config.train_length / length)
+    dtype = np.dtype(config.dtype)
+    params = {name: np.array(value, copy=True) for name, value in params.items()}
+    optimizer = Adam(params, lr=config.lr)
+    rng = np.random.default_rng(seed)
+    losses = np.empty(steps)
+    with one_blas_thread():
+        for step in range(steps):
+            tokens, targets, loss_mask = k_back_batch(rng, config.batch_size, length, config.offset)
+            loss, grads = loss_and_grads(params, model, tokens, targets, loss_mask.astype(dtype))
+            optimizer.step(grads)
+            losses[step] = loss
+    return params, losses

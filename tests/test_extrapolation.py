@@ -9,6 +9,7 @@ from npformer.extrapolation import (
     EXPERIMENT,
     ExtrapolationConfig,
     accuracy_by_position,
+    fine_tune,
     in_range_accuracy,
     k_back_batch,
     past_training_accuracy,
@@ -149,3 +150,30 @@ def test_visible_distances_equal_the_window_they_describe_and_read_offset_rescor
     assert np.isnan(shifted[:5]).all() and not np.isnan(shifted[5:]).any()
     interpolated = accuracy_by_position(result.params, config, 16, interpolate=True, read_offset=4)
     np.testing.assert_array_equal(interpolated, result.interpolated_read[16])
+
+
+def test_fine_tune_trains_a_copy_and_interpolation_changes_the_positions_it_trains_on():
+    config = ExtrapolationConfig(positions="rope", steps=3, train_length=6, longest=24)
+    params, _ = train_k_back(config)
+    before = {name: value.copy() for name, value in params.items()}
+    tuned, losses = fine_tune(params, config, 12, 4, interpolate=False)
+    squeezed, _ = fine_tune(params, config, 12, 4, interpolate=True)
+    for name in params:  # the given weights are left alone
+        np.testing.assert_array_equal(params[name], before[name])
+    assert losses.shape == (4,) and np.all(np.isfinite(losses))
+    assert max(np.abs(tuned[n] - params[n]).max() for n in params) > 0
+    assert max(np.abs(tuned[n] - squeezed[n]).max() for n in params) > 0
+    again, _ = fine_tune(params, config, 12, 4, interpolate=False)
+    for name in params:  # same seed, same batches: the same weights
+        np.testing.assert_array_equal(again[name], tuned[name])
+
+
+def test_fine_tune_refuses_interpolation_without_rope_and_bad_lengths():
+    config = ExtrapolationConfig(positions="alibi", steps=2, train_length=6, longest=24)
+    params, _ = train_k_back(config)
+    with pytest.raises(ValueError, match="interpolate"):
+        fine_tune(params, config, 12, 2, interpolate=True)
+    with pytest.raises(ValueError, match="length"):
+        fine_tune(params, config, 2, 2, interpolate=False)
+    with pytest.raises(ValueError, match="steps"):
+        fine_tune(params, config, 12, 0, interpolate=False)
