@@ -31,7 +31,7 @@ from npformer.model import POSITION_SCHEMES, DecoderConfig, forward, init_params
 from npformer.optim import Adam
 from npformer.tasks import ALPHABET_SIZE
 from npformer.train import one_blas_thread
-from npformer.validation import int_at_least, sequence
+from npformer.validation import array_dict, flag, int_at_least, sequence
 
 #: The probability of the right symbol for a model that does not read position t - k.
 CHANCE = 1.0 / ALPHABET_SIZE
@@ -306,11 +306,22 @@ def fine_tune(
     position m by the angle of m n / length during the fine-tune, as position interpolation
     does. Returns (the fine-tuned params, losses (steps,)); ``params`` is left unchanged."""
     fn = "fine_tune"
+    if not isinstance(config, ExtrapolationConfig):
+        raise ValueError(
+            f"{fn}: config must be an ExtrapolationConfig, got {type(config).__name__}"
+        )
     length = int_at_least(fn, "length", length, config.offset + 1)
     steps = int_at_least(fn, "steps", steps)
-    if interpolate and config.positions != "rope":
+    seed = int_at_least(fn, "seed", seed, 0)
+    if flag(fn, "interpolate", interpolate) and config.positions != "rope":
         raise ValueError(f"{fn}: interpolate needs positions='rope', got {config.positions!r}")
     model = config.model_config()
+    shapes = {k: v.shape for k, v in init_params(model, np.random.default_rng(0)).items()}
+    given = {k: np.shape(v) for k, v in array_dict(fn, "params", params).items()}
+    if given != shapes:
+        raise ValueError(
+            f"{fn}: params must be this config's model parameters {shapes}, got {given}"
+        )
     if interpolate:
         model = dataclasses.replace(model, rope_scale=config.train_length / length)
     dtype = np.dtype(config.dtype)

@@ -1697,6 +1697,26 @@ PENDING = {
             lambda: dict(result=_xresult()),
             dict(result=Config()),
         ),
+        "extrapolation.fine_tune": Row(
+            "extrapolation.fine_tune",
+            lambda: dict(
+                params=mod("extrapolation").train_k_back(_xconfig())[0],
+                config=_xconfig(),
+                length=8,
+                steps=1,
+                interpolate=False,
+                seed=0,
+            ),
+            dict(
+                params=Params(),
+                config=Config(),
+                length=Size(),
+                steps=Size(),
+                interpolate=Flag(),
+                seed=Size(0),
+            ),
+            extra=[("length not past the offset", dict(length=1), "length")],
+        ),
     },
     "encoder_decoder": {
         "encoder_decoder.EncoderDecoderConfig": Row(
