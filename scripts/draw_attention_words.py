@@ -49,8 +49,15 @@ def grid(ax, x, y, rows, cols, color, name, note, lit_row=None, row_words=False)
     if row_words:
         for i, w in enumerate(WORDS):
             weight = "bold" if i == lit_row else "normal"
-            ax.text(x - 0.08, y - (i + 0.5) * CELL, w, ha="right", va="center",
-                    fontsize=9, weight=weight)
+            ax.text(
+                x - 0.08,
+                y - (i + 0.5) * CELL,
+                w,
+                ha="right",
+                va="center",
+                fontsize=9,
+                weight=weight,
+            )
     cx = x + cols * CELL / 2
     ax.text(cx, y + 0.12, name, ha="center", va="bottom", fontsize=11, weight="bold")
     ax.text(cx, y - rows * CELL - 0.12, note, ha="center", va="top", fontsize=8.5)
@@ -60,13 +67,17 @@ def grid(ax, x, y, rows, cols, color, name, note, lit_row=None, row_words=False)
 def key_words(ax, x, y):
     """The words over the columns of a T x T grid whose top-left corner is (x, y)."""
     for j, w in enumerate(WORDS):
-        ax.text(x + (j + 0.5) * CELL, y + 0.05, w, ha="center", va="bottom", fontsize=8,
-                rotation=60)
+        ax.text(
+            x + (j + 0.5) * CELL, y + 0.05, w, ha="center", va="bottom", fontsize=8, rotation=60
+        )
 
 
 def arrow(ax, x0, x1, y, above, below=""):
-    ax.add_patch(FancyArrowPatch((x0, y), (x1, y), arrowstyle="-|>", mutation_scale=13,
-                                 color="#333333", lw=1.2))
+    ax.add_patch(
+        FancyArrowPatch(
+            (x0, y), (x1, y), arrowstyle="-|>", mutation_scale=13, color="#333333", lw=1.2
+        )
+    )
     ax.text((x0 + x1) / 2, y + 0.12, above, ha="center", va="bottom", fontsize=9)
     if below:
         ax.text((x0 + x1) / 2, y - 0.12, below, ha="center", va="top", fontsize=8)
@@ -96,27 +107,51 @@ def main(out: Path) -> None:
 
     # bottom line: scores, weights, output
     top = -1.2
-    x = grid(ax, 1.6, top, T, T, COLORS["Z"], "", "Z = Q K\u1d40 / \u221ad_h\n(query, key)",
-             ROW, True)
+    x = grid(
+        ax, 1.6, top, T, T, COLORS["Z"], "", "Z = Q K\u1d40 / \u221ad_h\n(query, key)", ROW, True
+    )
     key_words(ax, 1.6, top)
     arrow(ax, x + 0.15, x + 1.75, mid(top), "softmax", "each row,\nover the keys")
     x0 = x + 1.9
     x = grid(ax, x0, top, T, T, COLORS["P"], "", "P: weights", ROW)
     key_words(ax, x0, top)
-    ax.text(x + 0.08, top - (ROW + 0.5) * CELL, "\u03a3 = 1", ha="left", va="center",
-            fontsize=9, color=HIGHLIGHT, weight="bold")
+    ax.text(
+        x + 0.08,
+        top - (ROW + 0.5) * CELL,
+        "\u03a3 = 1",
+        ha="left",
+        va="center",
+        fontsize=9,
+        color=HIGHLIGHT,
+        weight="bold",
+    )
     ax.text(x + 0.85, mid(top), "\u00d7", ha="center", va="center", fontsize=15)
     x = grid(ax, x + 1.2, top, T, D_H, COLORS["V"], "", "V", None)
     ax.text(x + 0.35, mid(top), "=", ha="center", va="center", fontsize=15)
-    grid(ax, x + 0.7, top, T, D_H, COLORS["Q"], "", "Y = P V: each word's\nweighted "
-         "average\nof the values", ROW)
+    grid(
+        ax,
+        x + 0.7,
+        top,
+        T,
+        D_H,
+        COLORS["Q"],
+        "",
+        "Y = P V: each word's\nweighted average\nof the values",
+        ROW,
+    )
 
-    ax.text(-0.1, -5.6,
-            "The orange row follows \u201cbank\u201d: its query meets the key of every word "
-            "(a row of scores), a softmax along that row makes\nweights that sum to one, and "
-            "its output is the values averaged with those weights. Every word does the same, "
-            "at once.",
-            ha="left", va="center", fontsize=9.5, color="#333333")
+    ax.text(
+        -0.1,
+        -5.6,
+        "The orange row follows \u201cbank\u201d: its query meets the key of every word "
+        "(a row of scores), a softmax along that row makes\nweights that sum to one, and "
+        "its output is the values averaged with those weights. Every word does the same, "
+        "at once.",
+        ha="left",
+        va="center",
+        fontsize=9.5,
+        color="#333333",
+    )
     fig.savefig(out, bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
     print(f"wrote {out.relative_to(ROOT) if out.is_relative_to(ROOT) else out}")
