@@ -99,9 +99,13 @@ def numbered(page_html: str, pages: dict[str, int | None]) -> str:
     return page_html[:start] + ENTRY.sub(number, page_html[start:end]) + page_html[end:]
 
 
-def toc_titles() -> list[str]:
-    """The titles of the chapters `_toc.yml` lists, in order: each file's first heading."""
-    files = re.findall(r"^\s*- file: (\S+)", (ROOT / "_toc.yml").read_text(), re.M)
+def toc_titles(top_level: bool = False) -> list[str]:
+    """The titles of the pages `_toc.yml` lists, in order: each file's first heading.
+
+    ``top_level``: only the chapters, without the pages nested under them ("Going deeper"),
+    which the printed contents do not list."""
+    indent = "  " if top_level else r"\s*"
+    files = re.findall(rf"^{indent}- file: (\S+)", (ROOT / "_toc.yml").read_text(), re.M)
     titles = []
     for name in files:
         path = next(ROOT.glob(f"{name}.*"))
