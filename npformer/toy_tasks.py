@@ -1,8 +1,8 @@
 """Look-back tasks with a known solution, and the one-layer attention model trained on them.
 
 Taught in chapter 01 (``chapters/01_attention.ipynb``: one head learns to read the token k
-positions back) and chapter 04 (``chapters/04_multi_head.ipynb``: a task that needs two such
-look-ups at once, which one head cannot do and two heads can).
+positions back) and chapter 04's deeper page (``chapters/04_deeper_heads.ipynb``: a task that
+needs two such look-ups at once, which two heads do and one head with a linear readout does not).
 
 The task. A sequence of ``seq_len`` random tokens from ``vocab_size`` symbols is read as a
 circle; at every position i the model must output, for each offset k in ``offsets``, the token
