@@ -12,7 +12,6 @@ the decoder's blocks (``npformer.block``, through the unchecked core ``attention
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import NamedTuple
 
@@ -129,15 +128,6 @@ def score_bias(fn: str, bias, scores_shape: tuple, dtype) -> np.ndarray:
     return bias.astype(dtype, copy=False)
 
 
-@functools.lru_cache(maxsize=32)
-def _causal_bias(T: int, S: int, dtype: np.dtype) -> np.ndarray:
-    """(T, S): 0 where key j <= query i + S - T, -inf after it (added to the scores)."""
-    bias = np.zeros((T, S), dtype=dtype)
-    bias[np.triu_indices(T, S - T + 1, S)] = -np.inf
-    bias.flags.writeable = False
-    return bias
-
-
 def scaled_dot_product_attention_backward(d_out, cache: AttentionCache, *, bias_grad: bool = False):
     """Gradients of ``scaled_dot_product_attention`` with respect to Q, K and V (and the bias).
 
@@ -177,7 +167,7 @@ def scaled_dot_product_attention_backward(d_out, cache: AttentionCache, *, bias_
 def attention(Q, K, V, *, factor: float, mask=None, bias=None, causal: bool = False):
     """The attention core, unchecked: what every attention in the package runs.
 
-    scores = factor Q K^T (+ bias) (+ the causal -inf triangle), softmax over the keys (in place
+    scores = factor Q K^T (+ bias) (the causal entries set to -inf), softmax over the keys (in place
     when the only mask is the causal one: the last key a query may see is never masked, so every
     row has a finite maximum; otherwise ``masked_softmax``), weights @ V. ``bias`` must already
     broadcast to the scores' shape; the callers have checked the inputs (readers call
@@ -190,9 +180,12 @@ def attention(Q, K, V, *, factor: float, mask=None, bias=None, causal: bool = Fa
         scores += bias
     if causal:
         T, S = scores.shape[-2:]
-        scores += _causal_bias(T, S, scores.dtype)
+        # (T, S) True after the last key query i may see; built per call, never kept
+        future = np.arange(S) > np.arange(T)[:, None] + (S - T)
+        np.copyto(scores, -np.inf, where=future)
     if causal and mask is None:
-        scores -= max_last(scores)  # softmax in place
+        # softmax in place; halving beats np.max only on a short last axis
+        scores -= max_last(scores) if S <= 32 else scores.max(axis=-1, keepdims=True)
         weights = np.exp(scores, out=scores)
         weights /= sum_last(weights)
     else:
