@@ -210,6 +210,8 @@ class ExposureBias(NamedTuple):
     skip_follows: float  # share of those positions that continue from the skipped place
     sequence_free_running: float  # share of sources reversed without a single error
     num_sources: int
+    after_counts: np.ndarray | None = None  # (L,) how many sources the after_first_error
+    #   accuracies at t average over: those whose first error came before t
 
 
 def exposure_bias(params, config: EncoderDecoderConfig, src, plant_at: int, seed: int = 0):
@@ -248,6 +250,7 @@ def exposure_bias(params, config: EncoderDecoderConfig, src, plant_at: int, seed
     has_error = wrong.any(axis=1)
     first = np.where(has_error, wrong.argmax(axis=1), L)  # (N,) first error, or L
     after, forced_after = np.full(L, np.nan), np.full(L, np.nan)
+    after_counts = np.array([(first < t).sum() for t in range(L)])  # (L,)
     for t in range(L):
         rows = first < t
         if rows.any():
@@ -276,4 +279,5 @@ def exposure_bias(params, config: EncoderDecoderConfig, src, plant_at: int, seed
         float((skip_pred[:, span] == truth[:, plant_at + 1 :]).mean()),
         float(free_right.all(axis=1).mean()),
         N,
+        after_counts,
     )

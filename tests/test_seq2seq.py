@@ -34,6 +34,9 @@ def test_training_learns_and_the_counts_are_consistent():
     assert np.isnan(e.after_first_error[0]) and np.isnan(e.forced_after_first_error[0])
     defined = ~np.isnan(e.after_first_error)
     assert np.array_equal(defined, ~np.isnan(e.forced_after_first_error))
+    # the sources behind each after-first-error accuracy: none at t = 0, never fewer later
+    assert np.array_equal(defined, e.after_counts > 0) and e.after_counts[0] == 0
+    assert np.all(np.diff(e.after_counts) >= 0) and e.after_counts[-1] <= len(src)
     assert np.all(
         (0 <= e.forced_after_first_error[defined]) & (e.forced_after_first_error[defined] <= 1)
     )
