@@ -57,8 +57,9 @@ def _count(fn_name: str, name: str, value, minimum: int = 1) -> int:
 def min_time(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:
     """Smallest wall time of ``fn()`` in seconds over ``repeats`` calls, after ``warmup`` calls.
 
-    Other work on the machine only ever adds time to a call, so the minimum is the estimate
-    least disturbed by it (the appendix shows the spread it discards).
+    Other work on the machine almost always adds time to a call (a processor that changes its
+    clock speed can also take some away, usually less), so the minimum is the estimate least
+    disturbed by it (the appendix shows the spread it discards).
     """
     _callable("min_time", "fn", fn)
     repeats = _count("min_time", "repeats", repeats)
