@@ -250,9 +250,10 @@ def exposure_bias(params, config: EncoderDecoderConfig, src, plant_at: int, seed
     has_error = wrong.any(axis=1)
     first = np.where(has_error, wrong.argmax(axis=1), L)  # (N,) first error, or L
     after, forced_after = np.full(L, np.nan), np.full(L, np.nan)
-    after_counts = np.array([(first < t).sum() for t in range(L)])  # (L,)
+    after_counts = np.zeros(L, dtype=int)  # (L,) sources whose first error came before t
     for t in range(L):
         rows = first < t
+        after_counts[t] = rows.sum()
         if rows.any():
             after[t] = free_right[rows, t].mean()
             forced_after[t] = forced_right[rows, t].mean()

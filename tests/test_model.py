@@ -97,10 +97,10 @@ def test_parameter_counts():
         shapes = M.block_parameter_shapes(config, 0)
         assert sum(int(np.prod(s)) for s in shapes.values()) == expected == 12 * d * d + 13 * d
         assert M.block_num_params(config) == expected
-    # chapter 06: at d = 512 the matrices hold 12 d^2, the vectors 13 d
-    matrices = sum(int(np.prod(s)) for s in shapes.values() if len(s) == 2)
-    vectors = sum(int(np.prod(s)) for s in shapes.values() if len(s) == 1)
-    assert (matrices, vectors) == (12 * 512 * 512, 13 * 512)
+        # chapter 06: the matrices hold 12 d^2, the vectors 13 d
+        matrices = sum(int(np.prod(s)) for s in shapes.values() if len(s) == 2)
+        vectors = sum(int(np.prod(s)) for s in shapes.values() if len(s) == 1)
+        assert (matrices, vectors) == (12 * d * d, 13 * d)
     experiment = M.DecoderConfig(21, 32, 4, 2, 128, 13)
     params = M.init_params(experiment, np.random.default_rng(0), np.float32)
     assert sum(p.size for p in params.values()) == M.num_params(experiment) == 27_253

@@ -115,11 +115,29 @@ def test_measure_scaling_variance_is_d_k(d_k):
     assert abs(st_scaled.score_sd - 1) < 0.03
 
 
-def test_measure_scaling_reproduces_the_source_table_row():
-    st_raw = measure_scaling(8, False, seed=108)
-    assert round(st_raw.score_variance, 2) == 7.98
-    assert round(st_raw.max_weight, 4) == 0.4240
-    assert round(st_raw.sensitivity, 4) == 0.7203
+# the first source's table as printed: Var(q.k), sd of the scores, max weight, entropy,
+# sensitivity, from its draws seeded with 100 + d_k
+SOURCE_TABLE = {
+    (8, False): (7.98, 2.825, 0.4240, 2.0727, 0.7203),
+    (8, True): (7.98, 0.999, 0.1063, 3.6936, 0.9596),
+    (64, False): (63.99, 8.000, 0.7913, 0.5835, 0.2908),
+    (64, True): (63.99, 1.000, 0.1072, 3.6861, 0.9610),
+    (512, False): (512.59, 22.641, 0.9303, 0.1760, 0.0998),
+    (512, True): (512.59, 1.001, 0.1075, 3.6848, 0.9611),
+}
+
+
+@pytest.mark.parametrize("d_k, scale", SOURCE_TABLE)
+def test_measure_scaling_reproduces_the_source_table(d_k, scale):
+    st = measure_scaling(d_k, scale, seed=100 + d_k)
+    ours = (
+        round(st.score_variance, 2),
+        round(st.score_sd, 3),
+        round(st.max_weight, 4),
+        round(st.entropy, 4),
+        round(st.sensitivity, 4),
+    )
+    assert ours == SOURCE_TABLE[d_k, scale]
 
 
 # ----- bad inputs -----
