@@ -425,10 +425,10 @@ def _alibi_bias(num_heads: int, T: int, S: int, dtype: np.dtype) -> np.ndarray:
     return bias
 
 
-def _alibi_bias_at(num_heads: int, position_ids, S: int, dtype: np.dtype) -> np.ndarray:
-    """(h, T, S) ALiBi's penalty -lambda_k |p_i - j| for queries at ``position_ids`` (T,) and
-    keys at 0 ... S - 1."""
-    dist = np.abs(np.arange(S)[None, :] - position_ids[:, None])  # (T, S)
+def _alibi_bias_at(num_heads: int, position_ids, key_ids, dtype: np.dtype) -> np.ndarray:
+    """(h, T, S) ALiBi's penalty -lambda_k |p_i - k_j| for queries at ``position_ids`` (T,)
+    and keys at ``key_ids`` (S,) (a sliding window's slots hold them out of order)."""
+    dist = np.abs(key_ids[None, :] - position_ids[:, None])  # (T, S)
     return (-alibi_slopes(num_heads)[:, None, None] * dist).astype(dtype)  # (h, T, S)
 
 
@@ -484,10 +484,12 @@ def _self_attention(
             rope = rope * rope_scale
     bias = None
     if positions == "alibi":
-        if position_ids is None:
+        keys = np.arange(S) if kv_cache is None else kv_cache.key_positions(T)  # (S,)
+        if position_ids is None and len(keys) == S:  # keys in order, queries the last T
             bias = _alibi_bias(num_heads, T, S, x.dtype)  # (h, T, S)
         else:
-            bias = _alibi_bias_at(num_heads, position_ids, S, x.dtype)  # (h, T, S)
+            queries = np.arange(start, S) if position_ids is None else position_ids  # (T,)
+            bias = _alibi_bias_at(num_heads, queries, keys, x.dtype)  # (h, T, len(keys))
     factor = 1.0 / math.sqrt(d_h) if scale else 1.0
     causal = mask is None  # the default mask: the core's causal fast path
     merged, heads = multi_head(

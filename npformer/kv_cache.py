@@ -159,6 +159,42 @@ class KVCache:
         """
         self.length = 0
 
+    def key_positions(self, n: int) -> np.ndarray:
+        """(S,) the position each key a pass over ``n`` new rows reads holds, in slot order."""
+        return np.arange(self.length + n)
+
+
+class RollingKVCache(KVCache):
+    """A sliding-window cache: W = ``max_len`` slots that hold the last W positions.
+
+    While it fills it is a :class:`KVCache`. Once full, each new token is written in place
+    over the oldest, position p into slot p mod W (a ring buffer, as in Mistral's rolling
+    cache), and attends to the W slots: itself and the W - 1 positions before it. The arrays
+    keep their W slots however long the sequence; ``length`` counts every position seen.
+    Past the fill one token per pass: n new rows would need W + n - 1 keys.
+    """
+
+    def write(self, layer: int, K_new: np.ndarray, V_new: np.ndarray):
+        """Like :meth:`KVCache.write` while filling; once full, one row into slot p mod W."""
+        if self.length + K_new.shape[2] <= self.max_len:  # still filling: slots in order
+            return super().write(layer, K_new, V_new)
+        slot = self.length % self.max_len  # evicts position length - W, the oldest
+        self.K[layer, :, :, slot] = K_new[:, :, 0]  # in place, nothing reallocated
+        self.V[layer, :, :, slot] = V_new[:, :, 0]
+        return self.K[layer], self.V[layer]  # (B, g, W, d_h): the last W positions
+
+    def advance(self, n: int) -> None:
+        """Count ``n`` more positions seen; a full window has no end."""
+        self.length += int_at_least("RollingKVCache.advance", "n", n)
+
+    def key_positions(self, n: int) -> np.ndarray:
+        """(S,) the position in each slot after ``n`` new rows: slot j holds the latest
+        position p <= length + n - 1 with p mod W = j."""
+        last, W = self.length + n - 1, self.max_len
+        if last < W:
+            return np.arange(last + 1)
+        return last - (last - np.arange(W)) % W  # (W,)
+
 
 def check_cache(
     fn: str, cache, num_layers: int, batch: int, num_kv_heads: int, d_head: int, n: int, dtype
@@ -178,7 +214,14 @@ def check_cache(
         raise ValueError(
             f"{fn}: cache holds {cache.K.dtype} (shape {cache.K.shape}), the model {dtype}"
         )
-    if cache.length + n > max_len:
+    if isinstance(cache, RollingKVCache):
+        if n > 1 and cache.length + n > max_len:
+            raise ValueError(
+                f"{fn}: a sliding-window cache of {max_len} slots holding {cache.length} "
+                f"positions takes at most {max(max_len - cache.length, 1)} new positions in "
+                f"one pass, got {n} (cache shape {cache.K.shape}): feed them one at a time"
+            )
+    elif cache.length + n > max_len:
         raise ValueError(
             f"{fn}: {n} new positions after the {cache.length} cached exceed the cache's "
             f"max_len {max_len} (cache shape {cache.K.shape})"

@@ -103,3 +103,42 @@ def combine_masks(*masks) -> np.ndarray | None:
     for m in arrays[1:]:
         out = out & m  # broadcast shape
     return out
+
+
+def sliding_window_mask(T, window) -> np.ndarray:
+    """Boolean (T, T) band: query i may attend to key j iff i - window < j <= i.
+
+    Each query sees itself and the ``window - 1`` positions before it: what a sliding-window
+    cache of ``window`` slots lets a token read (chapter 09's deeper page on the cache's life).
+    """
+    fn = "sliding_window_mask"
+    T, window = int_at_least(fn, "T", T), int_at_least(fn, "window", window)
+    i, j = np.arange(T)[:, None], np.arange(T)[None, :]
+    return (j <= i) & (j > i - window)  # (T, T)
+
+
+def left_padding_mask(pad, start, n) -> np.ndarray:
+    """Boolean (B, 1, n, start + n) mask for n new columns of a left-padded batch.
+
+    Row b holds ``pad[b]`` pad tokens in columns 0 ... pad[b] - 1, then its tokens. New row i
+    (column start + i) may attend to column j iff pad[b] <= j <= start + i: causal, and never a
+    pad. A pad column's own query sees nothing (zero weights, a zero output nobody reads).
+    """
+    fn = "left_padding_mask"
+    start = int_at_least(fn, "start", start, minimum=0)
+    n = int_at_least(fn, "n", n)
+    pad = np.asarray(pad)
+    if pad.ndim != 1 or not np.issubdtype(pad.dtype, np.integer) or pad.size == 0:
+        raise ValueError(
+            f"{fn}: pad must be a 1-D integer array of shape (B,), got dtype {pad.dtype} "
+            f"with shape {pad.shape}"
+        )
+    if pad.min() < 0 or pad.max() >= start + n:
+        raise ValueError(
+            f"{fn}: every pad count must lie in [0, start + n = {start + n}), got "
+            f"{pad.tolist()} of shape {pad.shape}"
+        )
+    columns = np.arange(start + n)  # (S,)
+    causal = columns[None, :] <= np.arange(start, start + n)[:, None]  # (n, S)
+    real = columns[None, :] >= pad[:, None]  # (B, S): no pad column
+    return (causal[None] & real[:, None, :])[:, None]  # (B, 1, n, S)

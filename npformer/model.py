@@ -45,7 +45,8 @@ from npformer.config import (  # noqa: F401 (the config's names: re-exported for
     check_config,
     position_scheme,
 )
-from npformer.kv_cache import KVCache, check_cache
+from npformer.kv_cache import KVCache, RollingKVCache, check_cache
+from npformer.masks import left_padding_mask
 from npformer.optim import pack, zeros_like_packed
 from npformer.positions import sinusoidal_positions
 from npformer.reductions import cached_ones, max_last, sum_last, sum_rows
@@ -214,7 +215,10 @@ def forward(
     attends to all S = cache.length + T of them, and the cache then advances by T. A prefill
     followed by one token per call gives the logits of one pass over the whole sequence, for
     every position scheme. ``positions`` (T,) overrides the position ids of the tokens (default:
-    cache.length ... cache.length + T - 1, or 0 ... T - 1 without a cache).
+    cache.length ... cache.length + T - 1, or 0 ... T - 1 without a cache); (B, T) gives each
+    row its own, for the learned and sinusoidal tables (a left-padded batch). A sliding-window
+    cache (``decoder_cache(..., window=W)``) lets each token attend to itself and the W - 1
+    positions before it, its keys S = min(cache.length + T, W).
 
     Hooks, for forward passes only (under an edit the returned cache mixes edited and unedited
     values, which no backward pass may use): ``head_edit(layer, weights, v, heads)`` is called
@@ -229,20 +233,22 @@ def forward(
     dtype = _check_params(fn, params, config)
     tokens = check_tokens(fn, "tokens", tokens, config)
     B, T = tokens.shape
-    start = 0
+    start, S = 0, T
     if cache is not None:
         check_cache(fn, cache, config.num_layers, B, config.num_heads, config.d_head, T, dtype)
-        start = cache.length
+        start, S = cache.length, len(cache.key_positions(T))
     if positions is not None:
-        positions = _check_positions(fn, positions, T, config)
+        positions = _check_positions(fn, positions, B, T, config)
     elif config.positions == "learned" and start + T > config.max_len:
+        window = isinstance(cache, RollingKVCache)
         raise ValueError(
             f"{fn}: tokens of shape {tokens.shape} after the {start} cached positions reach "
             f"position {start + T - 1}, outside the {config.max_len} rows of the position table"
+            + (" (a sliding window does not lift the table's limit)" if window else "")
         )
     if attn_mask is not None:
         attn_mask = bool_mask(
-            fn, attn_mask, (B, config.num_heads, T, start + T), "scores of shape", "attn_mask"
+            fn, attn_mask, (B, config.num_heads, T, S), "scores of shape", "attn_mask"
         )
     for name, hook in (("head_edit", head_edit), ("residual_edit", residual_edit)):
         if hook is not None and not callable(hook):
@@ -250,13 +256,19 @@ def forward(
     return _forward(params, config, tokens, attn_mask, cache, positions, head_edit, residual_edit)
 
 
-def _check_positions(fn, positions, T, config):
-    """Position ids: T non-negative integers, inside the position table if it is learned."""
+def _check_positions(fn, positions, B, T, config):
+    """Position ids: (T,) or (B, T) non-negative integers, inside a learned table."""
     positions = np.asarray(positions)
-    if positions.shape != (T,) or not np.issubdtype(positions.dtype, np.integer):
+    if positions.shape not in ((T,), (B, T)) or not np.issubdtype(positions.dtype, np.integer):
         raise ValueError(
-            f"{fn}: positions must be {T} integer ids, one per token, got shape "
-            f"{positions.shape} and dtype {positions.dtype}"
+            f"{fn}: positions must be {T} integer ids, one per token, or ({B}, {T}), one per "
+            f"token of each row, got shape {positions.shape} and dtype {positions.dtype}"
+        )
+    if positions.ndim == 2 and config.positions in ("rope", "alibi"):
+        raise ValueError(
+            f"{fn}: positions of shape {positions.shape} (one per row) serve the learned and "
+            f"sinusoidal tables; {config.positions} depends only on distances, which left "
+            f"padding leaves unchanged: give (T,) positions or None"
         )
     high = config.max_len if config.positions == "learned" else np.inf
     if positions.min() < 0 or positions.max() >= high:
@@ -338,21 +350,44 @@ def _forward_blocks(
     return x, blocks
 
 
-def decoder_cache(config: DecoderConfig, batch: int, max_len: int | None = None, dtype=np.float64):
+def decoder_cache(
+    config: DecoderConfig,
+    batch: int,
+    max_len: int | None = None,
+    dtype=np.float64,
+    window: int | None = None,
+):
     """An empty ``KVCache`` for ``forward`` with ``config``: keys and values of every block.
 
     One key-value head per query head (the decoder is multi-head), room for ``max_len``
-    positions (default: the rows of the position table).
-    Returns a KVCache whose K and V have shape (num_layers, batch, h, max_len, d_h).
+    positions (default: the rows of the position table). ``window`` = W instead gives a
+    sliding-window ``RollingKVCache`` of W slots, which never fills: each token attends to
+    itself and the W - 1 positions before it.
+    Returns a KVCache whose K and V have shape (num_layers, batch, h, max_len or W, d_h).
     """
     fn = "decoder_cache"
     check_config(fn, config)
+    if window is not None:
+        if max_len is not None:
+            raise ValueError(
+                f"{fn}: give max_len={max_len} or window={window}, not both (a window's "
+                f"slots are its max_len)"
+            )
+        window = int_at_least(fn, "window", window)
+        shape = (config.num_layers, batch, config.num_heads, window, config.d_head, dtype)
+        return RollingKVCache(*shape)
     max_len = config.max_len if max_len is None else max_len
     return KVCache(config.num_layers, batch, config.num_heads, max_len, config.d_head, dtype)
 
 
 def generate_greedy_with_cache(
-    params: dict, config: DecoderConfig, start, num_new: int, position_offset=True
+    params: dict,
+    config: DecoderConfig,
+    start,
+    num_new: int,
+    position_offset=True,
+    window: int | None = None,
+    prompt_lengths=None,
 ):
     """Greedy decoding through a KV cache: one prefill over ``start``, then one token per step.
 
@@ -362,6 +397,12 @@ def generate_greedy_with_cache(
     position ids of a fresh sequence (0 for a single token): the classic bug, kept here so
     that the chapter can show which check catches it.
 
+    ``window`` = W decodes through a sliding-window cache of W >= t0 slots (each token sees
+    itself and the W - 1 before it). ``prompt_lengths`` (B,) makes ``start`` a left-padded
+    ragged batch: row b's prompt is its last prompt_lengths[b] tokens; the pads are never
+    attended to and each row's tokens get their own positions, so every row decodes as its
+    prompt would alone.
+
     Shapes: start (B, t0) integer ids. Returns the generated tokens only, (B, num_new) int64.
     """
     fn = "generate_greedy_with_cache"
@@ -370,20 +411,54 @@ def generate_greedy_with_cache(
     num_new = int_at_least(fn, "num_new", num_new, minimum=0)
     flag(fn, "position_offset", position_offset)
     B, t0 = tokens.shape
+    pad = None if prompt_lengths is None else t0 - _prompt_lengths(fn, prompt_lengths, B, t0)
+    if window is not None:
+        window = int_at_least(fn, "window", window)
+        if window < t0 or pad is not None:
+            raise ValueError(
+                f"{fn}: window={window} must hold the prompt, start of shape {tokens.shape}, "
+                f"and is not combined with prompt_lengths"
+            )
     if config.positions == "learned" and t0 + num_new - 1 > config.max_len:
         raise ValueError(
             f"{fn}: start of shape {tokens.shape} and num_new={num_new} need "
             f"{t0 + num_new - 1} positions, more than the {config.max_len} of the table"
+            + ("; a sliding window does not lift that limit" if window else "")
         )
     out = np.empty((B, num_new), dtype=np.int64)
-    cache = decoder_cache(config, B, max(t0 + num_new - 1, 1), params["tok_emb"].dtype)
+    dtype = params["tok_emb"].dtype
+    if window is None:
+        cache = decoder_cache(config, B, max(t0 + num_new - 1, 1), dtype)
+    else:
+        cache = decoder_cache(config, B, dtype=dtype, window=window)
     new = tokens
     for step in range(num_new):
         positions = None if position_offset else np.arange(new.shape[1])
-        logits, _ = _forward(params, config, new, None, cache, positions)  # (B, n, vocab)
+        mask = None
+        if pad is not None:  # left padding: hide the pads, count each row from its first token
+            mask = left_padding_mask(pad, cache.length, new.shape[1])  # (B, 1, n, S)
+            if config.positions in ("learned", "sinusoidal"):
+                columns = np.arange(cache.length, cache.length + new.shape[1])  # (n,)
+                positions = np.maximum(columns - pad[:, None], 0)  # (B, n); pads at 0
+        logits, _ = _forward(params, config, new, mask, cache, positions)  # (B, n, vocab)
         out[:, step] = logits[:, -1].argmax(axis=-1)  # (B,) ties go to the lowest id
         new = out[:, step : step + 1]  # (B, 1) the next input
     return out
+
+
+def _prompt_lengths(fn, prompt_lengths, B, t0):
+    lengths = np.asarray(prompt_lengths)
+    if (
+        lengths.shape != (B,)
+        or not np.issubdtype(lengths.dtype, np.integer)
+        or lengths.min() < 1
+        or lengths.max() > t0
+    ):
+        raise ValueError(
+            f"{fn}: prompt_lengths must be {B} integers in [1, {t0}] for start of shape "
+            f"({B}, {t0}), got {lengths.tolist()} of shape {lengths.shape}"
+        )
+    return lengths
 
 
 def hidden_states(params: dict, config: DecoderConfig, tokens, attn_mask=None) -> list:

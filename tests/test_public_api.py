@@ -678,7 +678,13 @@ API = {
     "model.decoder_cache": Row(
         M.decoder_cache,
         lambda: dict(config=CFG, batch=2, max_len=4),
-        dict(config=Config(), batch=Size(), max_len=Size(), dtype=DType()),
+        dict(
+            config=Config(),
+            batch=Size(),
+            max_len=Size(),
+            dtype=DType(),
+            window=Size(optional=True),
+        ),
     ),
     "model.generate_greedy_with_cache": Row(
         M.generate_greedy_with_cache,
@@ -691,8 +697,14 @@ API = {
             start=Tokens(),
             num_new=Size(0),
             position_offset=Flag(),
+            window=Size(optional=True),
+            prompt_lengths=Tokens(rank=1),
         ),
-        extra=[("past the position table", dict(num_new=7), "start of shape")],
+        extra=[
+            ("past the position table", dict(num_new=7), "start of shape"),
+            ("a window shorter than the prompt", dict(window=1, start=TOKENS), "window=1"),
+            ("a prompt length past start", dict(prompt_lengths=np.array([2, 1])), "prompt_le"),
+        ],
     ),
     "model.hidden_states": Row(
         M.hidden_states,
@@ -776,6 +788,15 @@ API = {
         MK.padding_mask,
         lambda: dict(lengths=np.array([1, 3]), S=3),
         dict(lengths=Tokens(rank=1), S=Size()),
+    ),
+    "masks.sliding_window_mask": Row(
+        MK.sliding_window_mask, lambda: dict(T=3, window=2), dict(T=Size(), window=Size())
+    ),
+    "masks.left_padding_mask": Row(
+        MK.left_padding_mask,
+        lambda: dict(pad=np.array([1, 0]), start=0, n=3),
+        dict(pad=Tokens(rank=1), start=Size(0), n=Size()),
+        extra=[("a pad past the columns", dict(pad=np.array([3, 0])), "pad count")],
     ),
     "masks.key_padding_to_scores": Row(
         MK.key_padding_to_scores,
@@ -1336,6 +1357,18 @@ PENDING = {
         ),
         "kv_cache.KVCache": Row(
             "kv_cache.KVCache",
+            lambda: dict(num_layers=1, batch=2, num_kv_heads=1, max_len=4, d_head=2),
+            dict(
+                num_layers=Size(),
+                batch=Size(),
+                num_kv_heads=Size(),
+                max_len=Size(),
+                d_head=Size(),
+                dtype=DType(),
+            ),
+        ),
+        "kv_cache.RollingKVCache": Row(
+            "kv_cache.RollingKVCache",
             lambda: dict(num_layers=1, batch=2, num_kv_heads=1, max_len=4, d_head=2),
             dict(
                 num_layers=Size(),
