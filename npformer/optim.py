@@ -150,6 +150,7 @@ class Adam:
             float(eps),
         )
         self.t = 0
+        self._v_only = 0  # gradients taken by fill_second_moment: v's count, not m's
         self._flat = flat_buffer(params)
         if self._flat is not None:
             self._m = np.zeros_like(self._flat)
@@ -185,7 +186,7 @@ class Adam:
         self._check(grads)
         self.t += 1
         bias1 = 1.0 - self.beta1**self.t
-        bias2_sqrt = math.sqrt(1.0 - self.beta2**self.t)
+        bias2_sqrt = math.sqrt(1.0 - self.beta2 ** (self.t + self._v_only))
         step_size = self.lr / bias1
         same_order = self._flat is not None and tuple(grads) == self._names
         g_flat = flat_buffer(grads) if same_order else None  # the buffers line up name by name
@@ -199,6 +200,20 @@ class Adam:
                 else:
                     m, v = self._m[name], self._v[name]
                 self._update(p, grads[name], m, v, step_size, bias2_sqrt, scratch)
+
+    def fill_second_moment(self, grads: dict) -> None:
+        """Fold ``grads`` into v only, as ``step`` would; m, the weights and m's count stay.
+
+        v's bias correction counts these gradients, m's does not, so the next ``step`` starts m
+        from zero and corrects it as a first step. Liu et al.'s Adam-2k fills v this way before
+        it trains without warm-up.
+        """
+        self._check(grads)
+        self._v_only += 1
+        for name, p in self.params.items():
+            v = self._slice_state(p)[1] if self._flat is not None else self._v[name]
+            v *= self.beta2
+            v += (1.0 - self.beta2) * grads[name] * grads[name]
 
     def _slice_state(self, p):
         """The views of the flat moment buffers that belong to parameter view ``p``."""

@@ -103,6 +103,7 @@ class Seq2SeqRun:
     smoothing: float = 0.1
     ramp: bool = True  # False: the rate starts at its peak (no warm-up), then decays the same
     moment_warmup: int = 0  # steps before training at rate 0: Adam's moments fill, weights stay
+    fill_momentum: bool = True  # False: those steps fill v only; m starts at zero (Adam-2k)
     seed: int = 0
 
     def __post_init__(self):
@@ -126,6 +127,10 @@ class Seq2SeqRun:
             raise ValueError(f"{fn}: seed must be an integer, got {self.seed!r}")
         if not isinstance(self.ramp, bool):
             raise ValueError(f"{fn}: ramp must be True or False, got {self.ramp!r}")
+        if not isinstance(self.fill_momentum, bool):
+            raise ValueError(
+                f"{fn}: fill_momentum must be True or False, got {self.fill_momentum!r}"
+            )
         if not isinstance(self.seed, bool) and self.seed < 0:
             raise ValueError(f"{fn}: seed must be >= 0, got {self.seed!r}")
         nonnegative_number(fn, "smoothing", self.smoothing)
@@ -160,7 +165,9 @@ def train_reversal(run: Seq2SeqRun) -> Seq2SeqResult:
     With ``run.moment_warmup = m > 0``, m gradients on batches of a separate generator (seeded
     ``run.seed + 10**6``) first go through Adam at learning rate 0: its moment estimates fill
     while the weights stay at their initial values; the training steps and their batches are
-    then the same as without it. ``losses`` and ``rates`` cover the training steps only.
+    then the same as without it. With ``run.fill_momentum = False`` those gradients fill only
+    the second moment v (``Adam.fill_second_moment``, as Liu et al.'s Adam-2k), and m starts
+    from zero at the first training step. ``losses`` and ``rates`` cover the training steps.
     """
     if not isinstance(run, Seq2SeqRun):
         raise ValueError(f"train_reversal: run must be a Seq2SeqRun, got {type(run).__name__}")
@@ -181,8 +188,11 @@ def train_reversal(run: Seq2SeqRun) -> Seq2SeqResult:
     side = np.random.default_rng(run.seed + 10**6)
     for _ in range(run.moment_warmup):
         _, grads = gradients(reversal_batch(side, run.batch_size, run.length, run.num_symbols))
-        opt.lr = 0.0  # Adam's m and v take the gradient; the update is zero
-        opt.step(grads)
+        if run.fill_momentum:
+            opt.lr = 0.0  # Adam's m and v take the gradient; the update is zero
+            opt.step(grads)
+        else:
+            opt.fill_second_moment(grads)  # v only
     losses, rates = np.empty(run.steps), np.empty(run.steps)
     for step in range(1, run.steps + 1):
         loss, grads = gradients(reversal_batch(rng, run.batch_size, run.length, run.num_symbols))

@@ -282,6 +282,27 @@ def test_adam_aligns_packed_gradients_by_name(shapes):
     assert all(np.array_equal(p1[n], p2[n]) for n in arrays)
 
 
+@pytest.mark.parametrize("packed", [True, False])
+def test_adam_fill_second_moment_leaves_m_at_zero(packed):
+    """After k gradients folded into v only, the first step starts m from zero (bias-corrected
+    as a first step) and divides by v bias-corrected over k + 1 gradients (Adam-2k)."""
+    rng = np.random.default_rng(41)
+    start = {"a": rng.normal(size=(2, 3)), "b": rng.normal(size=4)}
+    params = pack(start) if packed else {n: a.copy() for n, a in start.items()}
+    opt = Adam(params, lr=0.1, betas=(0.9, 0.98), eps=1e-9)
+    filled = [{n: rng.normal(size=a.shape) for n, a in start.items()} for _ in range(5)]
+    for g in filled:
+        opt.fill_second_moment(g)
+    assert all(np.array_equal(params[n], start[n]) for n in start)  # no weight moved
+    g = {n: rng.normal(size=a.shape) for n, a in start.items()}
+    opt.step(g)
+    for n in start:
+        v = sum(0.02 * 0.98 ** (4 - k) * f[n] ** 2 for k, f in enumerate(filled))
+        v = 0.98 * v + 0.02 * g[n] ** 2
+        expected = start[n] - 0.1 * g[n] / (np.sqrt(v / (1 - 0.98**6)) + 1e-9)
+        np.testing.assert_allclose(params[n], expected, rtol=1e-12)
+
+
 def test_adam_bad_inputs():
     params = pack({"a": np.zeros(3)})
     with pytest.raises(ValueError, match="lr"):

@@ -421,6 +421,7 @@ _RUN = dict(
     smoothing=0.1,
     ramp=True,
     moment_warmup=0,
+    fill_momentum=True,
     seed=0,
 )
 
@@ -1947,6 +1948,7 @@ PENDING = {
                 smoothing=Real(strict=False),
                 ramp=Flag(),
                 moment_warmup=Size(0),
+                fill_momentum=Flag(),
                 seed=Size(0),
             ),
         ),

@@ -95,3 +95,12 @@ def test_moment_warmup_keeps_weights_and_batches():
     assert not np.array_equal(a.params["embedding"], b.params["embedding"])  # other moments
     with pytest.raises(ValueError, match="moment_warmup must be"):
         Seq2SeqRun(moment_warmup=-1)
+    v_only = Seq2SeqRun(
+        length=4, num_symbols=4, steps=2, warmup=2, seed=3, moment_warmup=5, fill_momentum=False
+    )
+    c = train_reversal(v_only)
+    assert c.losses[0] == a.losses[0]  # same initial weights, same first batch
+    for other in (a, b):  # v filled without m: neither plain Adam nor both moments filled
+        assert not np.array_equal(c.params["embedding"], other.params["embedding"])
+    with pytest.raises(ValueError, match="fill_momentum must be"):
+        Seq2SeqRun(fill_momentum=1)
