@@ -1,9 +1,10 @@
 """Chapter 13's checker passes a right causality check and fails typical wrong ones."""
 
 import numpy as np
+import pytest
 
 from npformer.exercises import NOT_ATTEMPTED
-from npformer.exercises.ch13 import CASES, X_CASE, check_causality_check
+from npformer.exercises.ch13 import CASES, T_CASE, X_CASE, check_causality_check
 
 
 def reference(attention, X):
@@ -27,7 +28,7 @@ def test_the_cases_are_what_they_claim():
 
 
 def test_reference_passes_and_stub_is_not_attempted():
-    assert check_causality_check(reference, show=False).line == "passed 7 of 7 checks"
+    assert check_causality_check(reference, show=False).line == "passed 9 of 9 checks"
     assert check_causality_check(stub, show=False).line == NOT_ATTEMPTED
 
 
@@ -42,7 +43,7 @@ def test_comparing_position_t_too_calls_a_causal_layer_leaking():
         return True
 
     line = check_causality_check(wrong, show=False).line
-    assert line.startswith("failed check 1 of 7 (a correct causal layer: causal)")
+    assert line.startswith("failed check 1 of 9 (a correct causal layer: causal)")
     assert "said leaking" in line
 
 
@@ -54,7 +55,7 @@ def test_comparing_the_outputs_after_the_edit_sees_nothing():
         return bool(np.array_equal(attention(edited)[3:], out[3:]))
 
     line = check_causality_check(wrong, show=False).line
-    assert line.startswith("failed check 1 of 7")
+    assert line.startswith("failed check 1 of 9")
 
 
 def test_editing_only_the_first_token_cannot_see_a_leak():
@@ -64,8 +65,42 @@ def test_editing_only_the_first_token_cannot_see_a_leak():
         return bool(np.array_equal(attention(edited)[:0], attention(X)[:0]))
 
     line = check_causality_check(wrong, show=False).line
-    assert line.startswith("failed check 2 of 7 (a layer with no mask: leaks)")
+    assert line.startswith("failed check 2 of 9 (a layer with no mask: leaks)")
     assert "said causal" in line
+
+
+def test_editing_token_1_and_comparing_output_0_misses_a_stray_key():
+    def wrong(attention, X):
+        edited = X.copy()
+        edited[1] += 1.0
+        return bool(np.array_equal(attention(edited)[:1], attention(X)[:1]))
+
+    line = check_causality_check(wrong, show=False).line
+    assert line.startswith("failed check 8 of 9 (a causal mask with one stray entry: query 1")
+    assert "said causal" in line
+
+
+def test_editing_only_the_last_token_misses_a_stray_key():
+    def wrong(attention, X):
+        edited = X.copy()
+        edited[-1] += 1.0
+        return bool(np.array_equal(attention(edited)[:-1], attention(X)[:-1]))
+
+    line = check_causality_check(wrong, show=False).line
+    assert line.startswith("failed check 8 of 9 (a causal mask with one stray entry: query 1")
+    assert "said causal" in line
+
+
+@pytest.mark.parametrize("t", range(1, T_CASE))
+def test_no_check_that_edits_one_token_passes(t):
+    def wrong(attention, X):  # edits token t alone, compares every output before it
+        edited = X.copy()
+        edited[t] += 1.0
+        return bool(np.array_equal(attention(edited)[:t], attention(X)[:t]))
+
+    line = check_causality_check(wrong, show=False).line
+    assert line.startswith("failed check"), line
+    assert "one stray entry" in line
 
 
 def test_a_loose_tolerance_misses_a_small_leak():
@@ -79,7 +114,7 @@ def test_a_loose_tolerance_misses_a_small_leak():
         return True
 
     line = check_causality_check(wrong, show=False).line
-    assert line.startswith("failed check 7 of 7 (a mask of -15 instead of -inf")
+    assert line.startswith("failed check 7 of 9 (a mask of -15 instead of -inf")
 
 
 def test_checking_row_sums_is_not_a_causality_check():
@@ -87,7 +122,7 @@ def test_checking_row_sums_is_not_a_causality_check():
         return bool(np.isfinite(attention(X)).all())
 
     line = check_causality_check(wrong, show=False).line
-    assert line.startswith("failed check 2 of 7")
+    assert line.startswith("failed check 2 of 9")
 
 
 def test_a_non_boolean_answer_is_reported():

@@ -2268,6 +2268,8 @@ RECORDS = {
             "one_key_ahead",
             "diagonal_hidden",
             "finite_mask",
+            "query_1_reads_key_2",
+            "query_3_reads_key_4",
         )
     },
 }

@@ -3,8 +3,10 @@
 The reader's ``fn(attention, X) -> bool`` must say whether ``attention`` (a function from a
 (T, d) array to a (T, d) array) keeps the future invisible: True when editing any token t leaves
 every output before t unchanged, False when some edit moves an earlier output.
-``check_causality_check(fn)`` runs it on seven attention layers, some causal and some leaking
-(as chapter 13's traps do), and prints one line (see :mod:`npformer.exercises`).
+``check_causality_check(fn)`` runs it on nine attention layers, some causal and some leaking
+(as chapter 13's traps do), and prints one line (see :mod:`npformer.exercises`). Two of the
+leaks are single stray entries of the mask, far apart and sparing query 0 and the last key, so
+that no check built on one edited token sees both.
 """
 
 from __future__ import annotations
@@ -73,6 +75,22 @@ def finite_mask(X):
     return softmax(np.where(causal_mask(len(X)), _scores(X), -15.0)) @ _qkv(X)[2]
 
 
+def _one_stray_key(T, query, key):
+    mask = causal_mask(T)
+    mask[query, key] = True  # this query may also read this one future key
+    return mask
+
+
+def query_1_reads_key_2(X):
+    """Leaks: a causal mask with one stray entry, query 1 reading key 2."""
+    return masked_softmax(_scores(X), _one_stray_key(len(X), 1, 2)) @ _qkv(X)[2]
+
+
+def query_3_reads_key_4(X):
+    """Leaks: a causal mask with one stray entry, query 3 reading key 4 (chapter 13's)."""
+    return masked_softmax(_scores(X), _one_stray_key(len(X), 3, 4)) @ _qkv(X)[2]
+
+
 CASES = [
     ("a correct causal layer", causal, True),
     ("a layer with no mask", no_mask, False),
@@ -81,6 +99,8 @@ CASES = [
     ("a mask off by one (one future key visible)", one_key_ahead, False),
     ("a mask that also hides the diagonal (no future visible)", diagonal_hidden, True),
     ("a mask of -15 instead of -inf (a leak of about 3e-7)", finite_mask, False),
+    ("a causal mask with one stray entry: query 1 reads key 2", query_1_reads_key_2, False),
+    ("a causal mask with one stray entry: query 3 reads key 4", query_3_reads_key_4, False),
 ]
 
 
@@ -101,5 +121,5 @@ CHECKS = [_case(*case) for case in CASES]
 
 
 def check_causality_check(fn, *, show: bool = True) -> Report:
-    """Check the reader's ``fn(attention, X) -> bool`` on seven layers, causal and leaking."""
+    """Check the reader's ``fn(attention, X) -> bool`` on nine layers, causal and leaking."""
     return run_checks(fn, CHECKS, show=show)
