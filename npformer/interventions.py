@@ -549,3 +549,36 @@ def adversarial_weights(
 def output_distributions(logits) -> np.ndarray:
     """softmax over the vocabulary: the model's next-token distributions, (..., vocab_size)."""
     return softmax(float_array("output_distributions", "logits", logits))
+
+
+def logit_difference(logits, target) -> np.ndarray:
+    """The target's logit minus the largest other logit, along the last axis.
+
+    Positive when the model predicts the target (by how much it leads), negative when it
+    predicts another token (by how much the target trails); the rival is found by its index,
+    so another token tied with the target gives 0. Unlike an accuracy it keeps moving when a
+    prediction is already certain, which is why patching is measured with it.
+    Shapes: logits (..., V) float with V >= 2, target (...) integer ids in [0, V).
+    Returns (...).
+    """
+    fn = "logit_difference"
+    logits = float_array(fn, "logits", logits)
+    target = np.asarray(target)
+    if not np.issubdtype(target.dtype, np.integer):
+        raise ValueError(
+            f"{fn}: target must hold integer ids, got dtype {target.dtype} shape {target.shape}"
+        )
+    if logits.shape[-1] < 2 or target.shape != logits.shape[:-1]:
+        raise ValueError(
+            f"{fn}: logits (..., V) with V >= 2 and target (...) must match, got logits "
+            f"{logits.shape} and target {target.shape}"
+        )
+    if target.size and (target.min() < 0 or target.max() >= logits.shape[-1]):
+        raise ValueError(
+            f"{fn}: target ids must lie in [0, {logits.shape[-1]}), got "
+            f"{target.min()}..{target.max()}"
+        )
+    correct = np.take_along_axis(logits, target[..., None], axis=-1)[..., 0]  # (...)
+    rivals = logits.copy()
+    np.put_along_axis(rivals, target[..., None], -np.inf, axis=-1)  # not its own rival
+    return correct - rivals.max(axis=-1)  # (...)

@@ -507,3 +507,21 @@ def test_replacement_works_under_every_position_scheme(positions):
     np.testing.assert_allclose(out.outputs[0][:, 1], out.weights[0][:, 1] @ V, atol=1e-12)
     np.testing.assert_array_equal(out.weights[0][:, 0], clean.weights[0][:, 0])
     assert np.abs(out.logits - clean.logits).max() > 1e-3
+
+
+def test_logit_difference_is_the_margin_over_the_best_other_token():
+    logits = np.array([[1.0, 3.0, 0.5], [1.0, 3.0, 0.5], [2.0, 2.0, 0.0]])
+    # leads by 2; trails the best other by 2.5; tied with another token: 0
+    np.testing.assert_array_equal(I.logit_difference(logits, np.array([1, 2, 0])), [2.0, -2.5, 0.0])
+    rng = np.random.default_rng(0)
+    x, t = rng.normal(size=(4, 5, 9)), rng.integers(0, 9, size=(4, 5))
+    kept = x.copy()
+    by_sort = np.take_along_axis(x, t[..., None], -1)[..., 0] - np.where(
+        np.arange(9) == t[..., None], -np.inf, x
+    ).max(-1)
+    np.testing.assert_allclose(I.logit_difference(x, t), by_sort, rtol=0, atol=0)
+    np.testing.assert_array_equal(x, kept)  # the logits are not changed in place
+    with pytest.raises(ValueError, match="target"):
+        I.logit_difference(x, t[:, :3])
+    with pytest.raises(ValueError, match=r"\[0, 9\)"):
+        I.logit_difference(x, t + 9)

@@ -1665,6 +1665,11 @@ PENDING = {
             lambda: dict(logits=X3),
             dict(logits=Floats()),
         ),
+        "interventions.logit_difference": Row(
+            "interventions.logit_difference",
+            lambda: dict(logits=X3, target=np.zeros(X3.shape[:-1], dtype=np.int64)),
+            dict(logits=Floats(), target=Tokens(rank=None)),
+        ),
     },
     "circuits": {
         "circuits.qk_terms": Row(
@@ -2281,7 +2286,7 @@ PENDING["exercises.ch05"] = _checker_rows("ch05", "check_rope")
 PENDING["exercises.ch08"] = _checker_rows("ch08", "check_merge", arg="merge")
 PENDING["exercises.ch08"]["exercises.ch08.check_merge"].words = {"merge": "must be a function"}
 PENDING["exercises.ch09"] = _checker_rows("ch09", "check_cache_bytes")
-PENDING["exercises.ch12"] = _checker_rows("ch12", "check_total_variation")
+PENDING["exercises.ch12"] = _checker_rows("ch12", "check_total_variation", "check_logit_difference")
 PENDING["exercises.ch13"] = _checker_rows("ch13", "check_causality_check")
 PENDING["exercises.ch07"] = _checker_rows("ch07", "check_label_smoothing")
 PENDING["exercises.ch10"] = _checker_rows("ch10", "check_accuracies")
