@@ -48,7 +48,7 @@ from npformer.config import (  # noqa: F401 (the config's names: re-exported for
 from npformer.kv_cache import KVCache, RollingKVCache, check_cache
 from npformer.masks import left_padding_mask
 from npformer.optim import pack, zeros_like_packed
-from npformer.positions import sinusoidal_positions
+from npformer.positions import sinusoidal_frequencies
 from npformer.reductions import cached_ones, max_last, sum_last, sum_rows
 from npformer.validation import (
     array_dict,
@@ -183,12 +183,27 @@ class DecoderCache(NamedTuple):
     config: DecoderConfig
 
 
+def _sinusoid_rows(positions: np.ndarray, d: int, dtype: np.dtype) -> np.ndarray:
+    """The rows of the fixed sinusoidal table at ``positions`` only, in ``dtype``.
+
+    PE[p, 2i] = sin(p w_i), PE[p, 2i+1] = cos(p w_i), the formula of ``sinusoidal_positions``
+    evaluated at the given positions, with the same float64 products, so each row equals the
+    table's row at p; the work and memory are those of the rows asked for, whatever p is.
+    Shapes: positions (...,) integers -> (..., d).
+    """
+    angles = positions[..., None] * sinusoidal_frequencies(d)  # (..., d/2) float64
+    rows = np.empty(angles.shape[:-1] + (d,))
+    rows[..., 0::2] = np.sin(angles)
+    rows[..., 1::2] = np.cos(angles)
+    return rows.astype(dtype, copy=False)  # (..., d)
+
+
 @functools.lru_cache(maxsize=32)
-def _sinusoid_table(T: int, d: int, dtype: np.dtype) -> np.ndarray:
-    """(T, d) the fixed sinusoidal position table in ``dtype`` (read-only, reused)."""
-    table = sinusoidal_positions(T, d).astype(dtype)
-    table.flags.writeable = False
-    return table
+def _sinusoid_block(start: int, T: int, d: int, dtype: np.dtype) -> np.ndarray:
+    """(T, d) rows start ... start + T - 1 of the sinusoidal table (read-only, reused)."""
+    rows = _sinusoid_rows(np.arange(start, start + T), d, dtype)
+    rows.flags.writeable = False
+    return rows
 
 
 # ----------------------------------------------------------------------------- the model
@@ -316,9 +331,9 @@ def _embed(params, config, tokens, start=0, positions=None):
         x += table[start : start + T] if positions is None else table[positions]
     elif config.positions == "sinusoidal":
         if positions is None:
-            x += _sinusoid_table(start + T, config.d_model, x.dtype)[start:]
+            x += _sinusoid_block(start, T, config.d_model, x.dtype)
         else:
-            x += _sinusoid_table(int(positions.max()) + 1, config.d_model, x.dtype)[positions]
+            x += _sinusoid_rows(positions, config.d_model, x.dtype)
     return x
 
 

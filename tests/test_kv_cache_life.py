@@ -6,6 +6,8 @@ mask, in W slots however long the sequence; a left-padded batch (``left_padding_
 per-row positions) decodes every row like its prompt alone, and never reads a pad.
 """
 
+import tracemalloc
+
 import numpy as np
 import pytest
 
@@ -19,6 +21,7 @@ from npformer.model import (
     generate_greedy_with_cache,
     init_params,
 )
+from npformer.positions import sinusoidal_positions
 from npformer.train import generate
 
 ABSOLUTE = ("learned", "sinusoidal")
@@ -86,6 +89,58 @@ def test_window_slots_hold_the_last_w_positions():
         cache.advance(1)
         assert np.array_equal(keys[0, 0, :, 0], expected)  # slot j holds what it says
         assert sorted(expected) == list(range(max(p - 3, 0), p + 1))  # the last 4 positions
+
+
+def _bytes_allocated(step):
+    """Peak bytes that ``step()`` allocates (NumPy reports its arrays to tracemalloc)."""
+    tracemalloc.start()
+    try:
+        step()
+        return tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_sinusoidal_step_at_a_far_position_allocates_only_its_own_rows():
+    """One token at position 10**6 costs what a token at position 10 costs, not a table of
+    10**6 rows (128 MB here): the rows are computed at their positions, cached or per-row."""
+    config, params = _decoder("sinusoidal")
+    far = 10**6
+
+    def one_step(position):
+        cache = decoder_cache(config, 1, window=4)
+        forward(params, config, np.zeros((1, 4), int), cache=cache)
+        cache.advance(position - 4)  # as after `position` tokens: the slots are full
+        return _bytes_allocated(lambda: forward(params, config, np.zeros((1, 1), int), cache=cache))
+
+    near_bytes = one_step(10)
+    assert one_step(far) < 2 * near_bytes + 4096  # the same handful of small arrays
+    tokens = np.zeros((2, 3), int)
+    per_row = np.array([[far, far + 1, far + 2], [7, 8, 9]])  # (B, T) positions
+    rows_bytes = _bytes_allocated(lambda: forward(params, config, tokens, positions=per_row))
+    assert rows_bytes < 2 * _bytes_allocated(lambda: forward(params, config, tokens)) + 4096
+
+
+def test_sinusoidal_rows_equal_the_table_at_any_start():
+    """The model's sinusoidal rows are those of ``sinusoidal_positions`` bit for bit: a learned
+    table set to the sinusoids gives the same logits, uncached, cached and per-row."""
+    config, params = _decoder("sinusoidal")
+    n = 3000
+    table_config = DecoderConfig(11, 16, 4, 2, 32, n, positions="learned")
+    table_params = dict(params, pos_emb=sinusoidal_positions(n, 16))
+    tokens = np.random.default_rng(4).integers(0, 11, size=(2, 5))
+    rows = np.array([[2990, 2991, 2992, 2993, 2994], [0, 1, 2, 3, 4]])
+    for kwargs in ({}, {"positions": rows}, {"positions": rows[0]}):
+        a, _ = forward(params, config, tokens, **kwargs)
+        b, _ = forward(table_params, table_config, tokens, **kwargs)
+        assert np.array_equal(a, b)
+    cached = []
+    for model in ((params, config), (table_params, table_config)):
+        cache = decoder_cache(model[1], 2, window=4)
+        forward(*model, tokens[:, :4], cache=cache)
+        cache.advance(2990)  # the fifth token at position 2994
+        cached.append(forward(*model, tokens[:, 4:], cache=cache)[0])
+    assert np.array_equal(cached[0], cached[1])
 
 
 @pytest.mark.parametrize("positions", ["rope", "alibi", "sinusoidal", "none"])
