@@ -7,8 +7,9 @@ NB ?= chapters/*.ipynb
 TESTS ?= tests
 # `make test` runs one pytest worker per core (pytest-xdist), a notebook's cells together in one
 # worker; each notebook trains in its own process only (NPFORMER_WORKERS=1), so the workers do not
-# fight over the cores.
-JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+# fight over the cores. The cores are counted from the CPUs this process may run on, not with
+# `nproc`, which reports OMP_NUM_THREADS instead when that is set.
+JOBS ?= $(shell python3 -c "import os; print(len(os.sched_getaffinity(0)))" 2>/dev/null || echo 2)
 
 # One BLAS thread everywhere notebooks execute, are tested or benchmarked: printed numbers and
 # timings must not depend on how many cores a machine has.
