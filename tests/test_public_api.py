@@ -1356,30 +1356,22 @@ PENDING = {
                 bytes_per_value=Size(),
             ),
         ),
-        "kv_cache.KVCache": Row(
-            "kv_cache.KVCache",
-            lambda: dict(num_layers=1, batch=2, num_kv_heads=1, max_len=4, d_head=2),
-            dict(
-                num_layers=Size(),
-                batch=Size(),
-                num_kv_heads=Size(),
-                max_len=Size(),
-                d_head=Size(),
-                dtype=DType(),
-            ),
-        ),
-        "kv_cache.RollingKVCache": Row(
-            "kv_cache.RollingKVCache",
-            lambda: dict(num_layers=1, batch=2, num_kv_heads=1, max_len=4, d_head=2),
-            dict(
-                num_layers=Size(),
-                batch=Size(),
-                num_kv_heads=Size(),
-                max_len=Size(),
-                d_head=Size(),
-                dtype=DType(),
-            ),
-        ),
+        # the rolling cache takes the same arguments, checked by the same rules
+        **{
+            name: Row(
+                name,
+                lambda: dict(num_layers=1, batch=2, num_kv_heads=1, max_len=4, d_head=2),
+                dict(
+                    num_layers=Size(),
+                    batch=Size(),
+                    num_kv_heads=Size(),
+                    max_len=Size(),
+                    d_head=Size(),
+                    dtype=DType(),
+                ),
+            )
+            for name in ("kv_cache.KVCache", "kv_cache.RollingKVCache")
+        },
         "kv_cache.init_attention_only_model": Row(
             "kv_cache.init_attention_only_model",
             lambda: dict(
