@@ -69,28 +69,6 @@ def test_editing_only_the_first_token_cannot_see_a_leak():
     assert "said causal" in line
 
 
-def test_editing_token_1_and_comparing_output_0_misses_a_stray_key():
-    def wrong(attention, X):
-        edited = X.copy()
-        edited[1] += 1.0
-        return bool(np.array_equal(attention(edited)[:1], attention(X)[:1]))
-
-    line = check_causality_check(wrong, show=False).line
-    assert line.startswith("failed check 8 of 9 (a causal mask with one stray entry: query 1")
-    assert "said causal" in line
-
-
-def test_editing_only_the_last_token_misses_a_stray_key():
-    def wrong(attention, X):
-        edited = X.copy()
-        edited[-1] += 1.0
-        return bool(np.array_equal(attention(edited)[:-1], attention(X)[:-1]))
-
-    line = check_causality_check(wrong, show=False).line
-    assert line.startswith("failed check 8 of 9 (a causal mask with one stray entry: query 1")
-    assert "said causal" in line
-
-
 @pytest.mark.parametrize("t", range(1, T_CASE))
 def test_no_check_that_edits_one_token_passes(t):
     def wrong(attention, X):  # edits token t alone, compares every output before it
@@ -99,8 +77,8 @@ def test_no_check_that_edits_one_token_passes(t):
         return bool(np.array_equal(attention(edited)[:t], attention(X)[:t]))
 
     line = check_causality_check(wrong, show=False).line
-    assert line.startswith("failed check"), line
-    assert "one stray entry" in line
+    assert line.startswith("failed check") and "(a causal mask with one stray entry" in line, line
+    assert "said causal" in line
 
 
 def test_a_loose_tolerance_misses_a_small_leak():
