@@ -92,17 +92,20 @@ def side_by_side(baseline: Callable[[], object], candidate: Callable[[], object]
     """Median over ``pairs`` alternating pairs of baseline time / candidate time (> 1: faster).
 
     The two calls alternate (baseline first, then candidate first, ...) so that load which
-    drifts during the measurement hits both sides alike. One warm-up call of each first.
+    drifts during the measurement hits both sides alike. Each timed call comes right after an
+    untimed call of the same function: otherwise a call would start in the caches the other
+    one left (a large working set evicts a small one's data), and the quotient would measure
+    that cache state as well as the two calls.
     """
     _callable("side_by_side", "baseline", baseline)
     _callable("side_by_side", "candidate", candidate)
     pairs = _count("side_by_side", "pairs", pairs)
-    baseline(), candidate()
     ratios = []
     for i in range(pairs):
         order = (baseline, candidate) if i % 2 == 0 else (candidate, baseline)
         seconds = {}
         for fn in order:
+            fn()  # untimed: the timed call starts in the caches its own work leaves
             start = time.perf_counter()
             fn()
             seconds[fn] = time.perf_counter() - start
@@ -179,6 +182,21 @@ def allocator_environment(setting: str, base: Mapping[str, str] | None = None) -
     env = {k: v for k, v in base.items() if not allocator_variable(k)}
     env.update(ALLOCATOR_SETTINGS[setting])
     return env
+
+
+def allocator_setting(environ: Mapping[str, str] | None = None) -> str:
+    """The name in :data:`ALLOCATOR_SETTINGS` whose variables ``environ`` (default: this
+    process's environment) carries exactly, or ``"other"``.
+
+    A timing page prints it: the allocator is chosen when the process starts, so a kernel
+    started without the variables times with glibc's defaults.
+    """
+    environ = os.environ if environ is None else environ
+    seen = {k: v for k, v in environ.items() if allocator_variable(k)}
+    for name, variables in ALLOCATOR_SETTINGS.items():
+        if seen == variables:
+            return name
+    return "other"
 
 
 _CHILD_PRELUDE = """\

@@ -1,7 +1,8 @@
 """Tests of npformer.measuring (the appendix on measuring honestly).
 
 - the timers: a sleep is wall time, not CPU time; min_time is at most any single call;
-- side_by_side sees a clearly slower baseline as slower;
+- side_by_side sees a clearly slower baseline as slower, and times each call after one of
+  its own (a call that is slow only after the other function's call is timed fast);
 - peak_extra_bytes counts an array's bytes;
 - page faults: under "trim only" every large array is fresh pages (at least its pages are
   faulted in), under "kept" a repeated call faults in none; the child sees exactly its setting;
@@ -18,6 +19,7 @@ import pytest
 from npformer.measuring import (
     ALLOCATOR_SETTINGS,
     allocator_environment,
+    allocator_setting,
     allocator_variable,
     count_faults,
     min_time,
@@ -54,6 +56,25 @@ def test_side_by_side_sees_the_slower_side():
     assert ratio > 10
 
 
+def test_side_by_side_times_each_call_after_one_of_its_own():
+    # a stand-in for a cache: the candidate is slow (a 20 ms sleep) only when the last call
+    # was the baseline's, as a small working set is after a large one evicted it. Timed
+    # right after the baseline, as the first call of a pair or after the previous pair's
+    # baseline, it would always be slow and the ratio about 1.
+    last = []
+
+    def baseline():
+        last.append("baseline")
+        time.sleep(0.02)
+
+    def candidate():
+        if last and last[-1] == "baseline":
+            time.sleep(0.02)
+        last.append("candidate")
+
+    assert side_by_side(baseline, candidate, pairs=3) > 10
+
+
 def test_peak_extra_bytes_counts_an_array():
     n = 1 << 20
     peak = peak_extra_bytes(lambda: np.ones(n))
@@ -69,6 +90,13 @@ def test_allocator_environment_removes_inherited_settings():
     assert allocator_environment("defaults", base) == {"PATH": "/bin"}
     kept = allocator_environment("kept", base)
     assert {k for k in kept if allocator_variable(k)} == set(ALLOCATOR_SETTINGS["kept"])
+
+
+def test_allocator_setting_names_the_environment():
+    kept = dict(ALLOCATOR_SETTINGS["kept"], PATH="/bin")
+    assert allocator_setting(kept) == "kept"
+    assert allocator_setting({"PATH": "/bin"}) == "defaults"
+    assert allocator_setting(dict(kept, MALLOC_ARENA_MAX="2")) == "other"
 
 
 FAULTS = """

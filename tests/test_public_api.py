@@ -2348,6 +2348,7 @@ INNER = {
     "extrapolation.train_k_back": "the training of run_one",
     "label_smoothing.label_smoothed_cross_entropy_backward": "train_reversal's loss gradient",
     "measuring.allocator_environment": "run_in_child's environment (run_in_child checks setting)",
+    "measuring.allocator_setting": "a name read from the environment (tested directly)",
     "measuring.allocator_variable": "a test of allocator_environment",
     "measuring.count_faults": "a measurement of the benchmarks",
     "multi_head.multi_head_attention_backward": "the backward of the encoder-decoder's layers",
