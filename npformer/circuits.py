@@ -406,10 +406,13 @@ def path_patching(
     clean_tokens, corrupt_tokens, row, answer = _check_pair(
         fn, config, clean_tokens, corrupt_tokens, row, answer
     )
-    try:
-        layer, k = (int(i) for i in head)
-    except (TypeError, ValueError):
-        raise ValueError(f"{fn}: head must be a (layer, head) pair, got {head!r}") from None
+    if not (
+        isinstance(head, (tuple, list))
+        and len(head) == 2
+        and all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in head)
+    ):
+        raise ValueError(f"{fn}: head must be a (layer, head) pair of integers, got {head!r}")
+    layer, k = (int(i) for i in head)
     last = config.num_layers - 1
     if not (0 <= layer < last and 0 <= k < config.num_heads):
         raise ValueError(

@@ -8,6 +8,8 @@ from __future__ import annotations
 import matplotlib as mpl
 import numpy as np
 
+from npformer.validation import number_array
+
 #: Sequential colour map for attention weights and heatmaps (perceptually uniform, readable
 #: on a light or dark page because the figure keeps its own white background).
 HEATMAP_CMAP = "viridis"
@@ -47,10 +49,18 @@ def signed_heatmap(ax, values, xlabels, ylabels, label: str):
     it (the head x position patching map of chapter 12's deeper pages). Returns the image, for
     a colour bar labelled ``label``.
     """
-    values = np.asarray(values, dtype=float)
+    fn = "signed_heatmap"
+    if not hasattr(ax, "imshow"):
+        raise ValueError(f"{fn}: ax must be a matplotlib Axes, got {type(ax).__name__}")
+    for name, labels in (("xlabels", xlabels), ("ylabels", ylabels)):
+        if not isinstance(labels, (list, tuple)):
+            raise ValueError(f"{fn}: {name} must be a list of labels, got {type(labels).__name__}")
+    if not isinstance(label, str):
+        raise ValueError(f"{fn}: label must be a string, got {type(label).__name__}")
+    values = number_array(fn, "values", values).astype(float)
     if values.ndim != 2 or values.shape != (len(ylabels), len(xlabels)):
         raise ValueError(
-            f"signed_heatmap: values of shape {values.shape} need {len(ylabels)} row labels "
+            f"{fn}: values of shape {values.shape} need {len(ylabels)} row labels "
             f"and {len(xlabels)} column labels"
         )
     limit = float(np.abs(values).max()) or 1.0

@@ -214,7 +214,7 @@ def test_bad_inputs_of_the_patching_functions():
         Ci.direct_logit_attribution(params, config, clean, 3, answer, rival=answer)
     with pytest.raises(ValueError, match="head .* must be in a layer before the last"):
         Ci.path_patching(params, config, clean, corrupt, (1, 0), 3, answer)
-    with pytest.raises(ValueError, match="head must be a .layer, head. pair"):
+    with pytest.raises(ValueError, match="head must be a .layer, head. pair of integers"):
         Ci.path_patching(params, config, clean, corrupt, 0, 3, answer)
     with pytest.raises(ValueError, match="where must be a bool array"):
         Ci.patch_head_outputs(
