@@ -21,6 +21,14 @@ to the logits (final layer norm's centering and gamma, W_out). :func:`ov_circuit
 (vocab x vocab) matrix, and :func:`copying_score` the share of it that copies:
 sum of eigenvalues over sum of their absolute values (1 for a pure copier, about 0 for a head
 whose output says nothing about the token it read).
+
+Its deeper page (``chapters/12_deeper_circuits.ipynb``) uses the rest, each one forward pass of
+``npformer.model.forward`` through its ``head_edit`` and ``residual_edit`` hooks:
+:func:`patch_head_outputs` and :func:`head_position_patching` (denoising one head at one
+position at a time), :func:`path_patching` (a head's effect through the direct path to the
+logits or through the later blocks), :func:`direct_logit_attribution` (the logit difference
+split into every part of the residual stream, through the final layer norm frozen at the run's
+scale) and :func:`prefix_matching_scores` (Olsson et al. 2022).
 """
 
 from __future__ import annotations
