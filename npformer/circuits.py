@@ -21,6 +21,14 @@ to the logits (final layer norm's centering and gamma, W_out). :func:`ov_circuit
 (vocab x vocab) matrix, and :func:`copying_score` the share of it that copies:
 sum of eigenvalues over sum of their absolute values (1 for a pure copier, about 0 for a head
 whose output says nothing about the token it read).
+
+Its deeper page (``chapters/12_deeper_circuits.ipynb``) uses the rest, each one forward pass of
+``npformer.model.forward`` through its ``head_edit`` and ``residual_edit`` hooks:
+:func:`patch_head_outputs` and :func:`head_position_patching` (denoising one head at one
+position at a time), :func:`path_patching` (a head's effect through the direct path to the
+logits or through the later blocks), :func:`direct_logit_attribution` (the logit difference
+split into every part of the residual stream, through the final layer norm frozen at the run's
+scale) and :func:`prefix_matching_scores` (Olsson et al. 2022).
 """
 
 from __future__ import annotations
@@ -31,7 +39,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.model import DecoderConfig, check_tokens, parameter_shapes
+from npformer.interventions import logit_difference
+from npformer.model import DecoderConfig, check_tokens, forward, parameter_shapes
 from npformer.validation import number_array
 
 
@@ -167,3 +176,390 @@ def copying_score(circuit) -> float:
     eig = np.linalg.eigvals(_centered(m))
     size = np.abs(eig).sum()
     return float(eig.real.sum() / size) if size > 0 else 0.0  # a constant matrix copies nothing
+
+
+# ----------------------------------------------------------------------------- patching and
+# direct logit attribution (chapters/12_deeper_circuits.ipynb)
+
+
+class Run(NamedTuple):
+    """One forward pass of the decoder with what each head wrote, read through its hooks."""
+
+    logits: np.ndarray  # (B, T, vocab_size)
+    heads: list  # per layer (B, h, T, d_h): each head's weighted sum A V, before W_o
+    cache: object  # the DecoderCache of npformer.model.forward (read only)
+
+
+class _Hooks:
+    """``head_edit`` and ``residual_edit`` for ``npformer.model.forward``.
+
+    Records every head's output; writes source values into the heads and positions
+    ``where`` selects; adds given arrays to the residual stream after given blocks.
+    """
+
+    def __init__(self, source=None, where=None, residual_add=None):
+        self.source, self.where = source, where  # list of (B, h, T, d_h); (layers, h, T) bool
+        self.residual_add = residual_add or {}  # {layer: (B, T, d)}
+        self.heads = []
+
+    def head_edit(self, layer, weights, v, heads):
+        # weights (B, h, T, S), v and heads (B, h, T, d_h)
+        if self.where is not None and self.where[layer].any():
+            pick = self.where[layer][None, :, :, None]  # (1, h, T, 1)
+            heads = np.where(pick, self.source[layer], heads)  # (B, h, T, d_h)
+        self.heads.append(heads)
+        return heads
+
+    def residual_edit(self, layer, x):
+        # x (B, T, d): the stream after block ``layer``
+        return x + self.residual_add[layer] if layer in self.residual_add else x
+
+
+def _check_model(fn: str, params: Mapping, config: DecoderConfig):
+    if not isinstance(config, DecoderConfig):
+        raise ValueError(f"{fn}: config must be a DecoderConfig, got {type(config).__name__}")
+    if config.ln != "pre" or config.positions != "learned" or not config.final_ln:
+        raise ValueError(
+            f"{fn}: config must be a pre-LN model with a learned position table and a final "
+            f"layer norm, got ln={config.ln!r}, positions={config.positions!r}, "
+            f"final_ln={config.final_ln}"
+        )
+    if not isinstance(params, Mapping):
+        raise ValueError(f"{fn}: params must be a dict name -> array, got {type(params).__name__}")
+    missing = sorted(set(parameter_shapes(config)) - set(params))
+    if missing:
+        raise ValueError(f"{fn}: params lack {missing} needed by the config")
+
+
+def _run(params, config, tokens, hooks=None) -> Run:
+    hooks = _Hooks() if hooks is None else hooks
+    logits, cache = forward(
+        params, config, tokens, head_edit=hooks.head_edit, residual_edit=hooks.residual_edit
+    )
+    return Run(logits, hooks.heads, cache)
+
+
+def record_run(params: Mapping, config: DecoderConfig, tokens) -> Run:
+    """The decoder's forward pass (``npformer.model.forward``) with every head's output kept.
+
+    Shapes: tokens (B, T) integer ids. Returns Run(logits (B, T, vocab_size), heads: one
+    (B, h, T, d_h) array per layer, cache: the forward pass's DecoderCache).
+    """
+    fn = "record_run"
+    _check_model(fn, params, config)
+    return _run(params, config, check_tokens(fn, "tokens", tokens, config))
+
+
+def _check_where(fn, where, config, T):
+    where = np.asarray(where)
+    shape = (config.num_layers, config.num_heads, T)
+    if where.dtype != np.bool_ or where.shape != shape:
+        raise ValueError(
+            f"{fn}: where must be a bool array of shape (layers, heads, T) = {shape}, got "
+            f"dtype {where.dtype} and shape {where.shape}"
+        )
+    return where
+
+
+def _check_source(fn, source, config, B, T):
+    d_h = config.d_model // config.num_heads
+    shape = (B, config.num_heads, T, d_h)
+    if (
+        not isinstance(source, (list, tuple))
+        or len(source) != config.num_layers
+        or any(np.shape(s) != shape for s in source)
+    ):
+        raise ValueError(
+            f"{fn}: source must hold one (B, h, T, d_h) = {shape} array per layer "
+            f"({config.num_layers}), the heads of a Run on tokens of the same shape"
+        )
+    return source
+
+
+def patch_head_outputs(params: Mapping, config: DecoderConfig, tokens, source, where) -> Run:
+    """Run ``tokens`` with the outputs of some heads, at some positions, taken from ``source``.
+
+    Head k of layer l at position t writes source[l][:, k, t] instead of its own A V wherever
+    where[l, k, t] is True; every other head and position computes as usual (and sees the
+    patched values downstream). One forward pass of ``npformer.model.forward`` through its
+    ``head_edit`` hook. Shapes: tokens (B, T); source: one (B, h, T, d_h) array per layer
+    (``record_run(...).heads`` of another input); where (num_layers, h, T) bool.
+    Returns the patched Run.
+    """
+    fn = "patch_head_outputs"
+    _check_model(fn, params, config)
+    tokens = check_tokens(fn, "tokens", tokens, config)
+    B, T = tokens.shape
+    where = _check_where(fn, where, config, T)
+    source = _check_source(fn, source, config, B, T)
+    return _run(params, config, tokens, _Hooks(source, where))
+
+
+def _check_pair(fn, config, clean_tokens, corrupt_tokens, row, answer):
+    clean_tokens = check_tokens(fn, "clean_tokens", clean_tokens, config)
+    corrupt_tokens = check_tokens(fn, "corrupt_tokens", corrupt_tokens, config)
+    B, T = clean_tokens.shape
+    if corrupt_tokens.shape != (B, T):
+        raise ValueError(
+            f"{fn}: corrupt_tokens has shape {corrupt_tokens.shape}, clean_tokens {(B, T)}; "
+            f"they must match"
+        )
+    if isinstance(row, bool) or not isinstance(row, (int, np.integer)) or not 0 <= row < T:
+        raise ValueError(f"{fn}: row must be a position in [0, {T}), got {row!r}")
+    answer = np.asarray(answer)
+    if (
+        answer.shape != (B,)
+        or not np.issubdtype(answer.dtype, np.integer)
+        or answer.min() < 0
+        or answer.max() >= config.vocab_size
+    ):
+        raise ValueError(
+            f"{fn}: answer must be {B} token ids in [0, {config.vocab_size}), one per prompt, "
+            f"got shape {answer.shape} and dtype {answer.dtype}"
+        )
+    return clean_tokens, corrupt_tokens, int(row), answer
+
+
+def _mean_D(logits, row, answer) -> float:
+    return float(logit_difference(logits[:, row], answer).mean())  # over the prompts
+
+
+class PatchingMap(NamedTuple):
+    """What :func:`head_position_patching` measured."""
+
+    patched: np.ndarray  # (num_layers, h, T) mean logit difference after each patch
+    clean: float  # mean logit difference on the clean prompts
+    corrupt: float  # ... on the corrupted prompts
+
+    def shares(self) -> np.ndarray:
+        """(patched - corrupt) / (clean - corrupt): 1 restores the clean run, 0 does nothing."""
+        return (self.patched - self.corrupt) / (self.clean - self.corrupt)
+
+
+def head_position_patching(
+    params: Mapping, config: DecoderConfig, clean_tokens, corrupt_tokens, row: int, answer
+) -> PatchingMap:
+    """Denoising, one head at one position at a time, measured by the logit difference.
+
+    For every layer l, head k and position p: run the corrupted prompts with head (l, k)'s
+    output at position p taken from the clean run, and average over the prompts the logit
+    difference D = z_answer - max_{v != answer} z_v at query position ``row``.
+    Shapes: clean_tokens and corrupt_tokens (B, T); answer (B,) ids.
+    Returns PatchingMap(patched (num_layers, h, T), clean, corrupt).
+    """
+    fn = "head_position_patching"
+    _check_model(fn, params, config)
+    clean_tokens, corrupt_tokens, row, answer = _check_pair(
+        fn, config, clean_tokens, corrupt_tokens, row, answer
+    )
+    T = clean_tokens.shape[1]
+    clean = _run(params, config, clean_tokens)
+    corrupt = _run(params, config, corrupt_tokens)
+    patched = np.empty((config.num_layers, config.num_heads, T))
+    for index in np.ndindex(patched.shape):
+        where = np.zeros(patched.shape, dtype=bool)
+        where[index] = True
+        out = _run(params, config, corrupt_tokens, _Hooks(clean.heads, where))
+        patched[index] = _mean_D(out.logits, row, answer)
+    return PatchingMap(
+        patched, _mean_D(clean.logits, row, answer), _mean_D(corrupt.logits, row, answer)
+    )
+
+
+class PathPatching(NamedTuple):
+    """Mean logit differences of :func:`path_patching` (corrupted prompts, clean head)."""
+
+    clean: float
+    corrupt: float
+    total: float  # the head patched: everything after it sees the clean output
+    direct: float  # only the final layer norm sees it (the residual stream straight on)
+    later_blocks: float  # only the blocks after the head's own see it, not the logits directly
+
+    def shares(self) -> dict:
+        """Each path's (D - corrupt) / (clean - corrupt), and what the two paths leave out."""
+        gap = self.clean - self.corrupt
+        out = {
+            name: (getattr(self, name) - self.corrupt) / gap
+            for name in ("total", "direct", "later_blocks")
+        }
+        out["rest"] = out["total"] - out["direct"] - out["later_blocks"]
+        return out
+
+
+def path_patching(
+    params: Mapping,
+    config: DecoderConfig,
+    clean_tokens,
+    corrupt_tokens,
+    head,
+    row: int,
+    answer,
+) -> PathPatching:
+    """Split a head's denoising effect into its direct path and its path through later blocks.
+
+    On the corrupted prompts, the head's clean output changes what it adds to the residual
+    stream by delta = (o_clean - o_corrupt) W_o[head's rows], (B, T, d) at every position.
+      - total: the head patched (``patch_head_outputs``);
+      - direct: the corrupted run with delta added to the stream after the last block only,
+        so the logits see it and no block does;
+      - later_blocks: delta added after the head's own block and removed again after the last,
+        so blocks l+1 ... see it and the logits do not see it directly.
+    What the two leave out (total - direct - later_blocks) is the path through the head's own
+    block's feed-forward layer and the interactions between paths. Each is one forward pass
+    through ``residual_edit``. ``head`` = (layer, k) with layer before the last.
+    Shapes: clean_tokens, corrupt_tokens (B, T); answer (B,). Returns PathPatching (means).
+    """
+    fn = "path_patching"
+    _check_model(fn, params, config)
+    clean_tokens, corrupt_tokens, row, answer = _check_pair(
+        fn, config, clean_tokens, corrupt_tokens, row, answer
+    )
+    if not (
+        isinstance(head, (tuple, list))
+        and len(head) == 2
+        and all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in head)
+    ):
+        raise ValueError(f"{fn}: head must be a (layer, head) pair of integers, got {head!r}")
+    layer, k = (int(i) for i in head)
+    last = config.num_layers - 1
+    if not (0 <= layer < last and 0 <= k < config.num_heads):
+        raise ValueError(
+            f"{fn}: head {head!r} must be in a layer before the last (0..{last - 1}), "
+            f"head 0..{config.num_heads - 1}: a head of the last layer has only the direct path"
+        )
+    d_h = config.d_model // config.num_heads
+    clean = _run(params, config, clean_tokens)
+    corrupt = _run(params, config, corrupt_tokens)
+    W_o = params[f"block{layer}.attn.W_o"][k * d_h : (k + 1) * d_h]  # (d_h, d)
+    delta = (clean.heads[layer][:, k] - corrupt.heads[layer][:, k]) @ W_o  # (B, T, d)
+    where = np.zeros((config.num_layers, config.num_heads, clean_tokens.shape[1]), dtype=bool)
+    where[layer, k] = True
+    total = _run(params, config, corrupt_tokens, _Hooks(clean.heads, where))
+    direct = _run(params, config, corrupt_tokens, _Hooks(residual_add={last: delta}))
+    later = _run(params, config, corrupt_tokens, _Hooks(residual_add={layer: delta, last: -delta}))
+    return PathPatching(
+        *(_mean_D(r.logits, row, answer) for r in (clean, corrupt, total, direct, later))
+    )
+
+
+class LogitAttribution(NamedTuple):
+    """What :func:`direct_logit_attribution` returns."""
+
+    names: tuple  # (C,) the components, in the order of the columns of ``values``
+    values: np.ndarray  # (B, C) each component's share of the logit difference
+    logit_difference: np.ndarray  # (B,) z_answer - z_rival from the model's own logits
+    rival: np.ndarray  # (B,) the rival token of each prompt
+
+
+def direct_logit_attribution(
+    params: Mapping, config: DecoderConfig, tokens, row: int, answer, rival=None
+) -> LogitAttribution:
+    """Split the logit difference z_answer - z_rival at ``row`` into what each part wrote.
+
+    The residual stream before the final layer norm is a sum: token embedding + position
+    embedding + for every layer, each head's output o_k W_o[k's rows], the attention bias b_o
+    and the feed-forward output. The final layer norm is linear once its division by the
+    standard deviation s is frozen at this run's value, so each part x_c contributes
+    (gamma * (x_c - mean(x_c)) / s) . (W_out[:, answer] - W_out[:, rival]), and the constant
+    beta . (W_out[:, a] - W_out[:, r]) + b_out[a] - b_out[r] ("final bias") completes the sum.
+    The parts are read from one forward pass (its head hook and its cache), not recomputed,
+    so their sum equals the model's logit difference only if the split is right.
+    ``rival`` (B,) defaults to the largest logit other than the answer's, so the total is
+    ``npformer.interventions.logit_difference``. Shapes: tokens (B, T); answer (B,).
+    Returns LogitAttribution(names, values (B, C), logit_difference (B,), rival (B,)).
+    """
+    fn = "direct_logit_attribution"
+    _check_model(fn, params, config)
+    tokens, _, row, answer = _check_pair(fn, config, tokens, tokens, row, answer)
+    B = tokens.shape[0]
+    run = _run(params, config, tokens)
+    logits = run.logits[:, row]  # (B, V)
+    if rival is None:
+        others = logits.copy()
+        others[np.arange(B), answer] = -np.inf
+        rival = others.argmax(axis=-1)  # (B,)
+    rival = np.asarray(rival)
+    if (
+        rival.shape != (B,)
+        or not np.issubdtype(rival.dtype, np.integer)
+        or rival.min() < 0
+        or rival.max() >= config.vocab_size
+        or (rival == answer).any()
+    ):
+        raise ValueError(
+            f"{fn}: rival must be {B} token ids in [0, {config.vocab_size}), none equal to its "
+            f"answer, got shape {rival.shape} and dtype {rival.dtype}"
+        )
+    d, h = config.d_model, config.num_heads
+    d_h = d // h
+    parts = {
+        "embedding": params["tok_emb"][tokens[:, row]],  # (B, d)
+        "position": np.broadcast_to(params["pos_emb"][row], (B, d)),
+    }
+    for layer, block in enumerate(run.cache.blocks):
+        W_o = params[f"block{layer}.attn.W_o"]  # (d, d), head k owns rows k d_h ... (k+1) d_h
+        for k in range(h):
+            rows = slice(k * d_h, (k + 1) * d_h)
+            parts[f"({layer}, {k})"] = run.heads[layer][:, k, row] @ W_o[rows]  # (B, d)
+        parts[f"attention bias {layer}"] = np.broadcast_to(params[f"block{layer}.attn.b_o"], (B, d))
+        hidden = block.ffn.hidden[:, row]  # (B, d_ff) the feed-forward layer's activation
+        parts[f"feed-forward {layer}"] = (
+            hidden @ params[f"block{layer}.ffn.W_2"] + params[f"block{layer}.ffn.b_2"]
+        )
+    rstd = run.cache.ln_f.rstd[:, row]  # (B, 1) 1 / s, frozen at this run's value
+    direction = params["W_out"][:, answer] - params["W_out"][:, rival]  # (d, B)
+    gamma = params["ln_f.gamma"]
+    values = [np.einsum("bd,db->b", gamma * _centered(x) * rstd, direction) for x in parts.values()]
+    bias = params["ln_f.beta"] @ direction + params["b_out"][answer] - params["b_out"][rival]
+    values.append(bias)  # (B,)
+    D = logits[np.arange(B), answer] - logits[np.arange(B), rival]  # (B,)
+    return LogitAttribution((*parts, "final bias"), np.stack(values, axis=1), D, rival)
+
+
+def prefix_matching_scores(
+    params: Mapping,
+    config: DecoderConfig,
+    first: int,
+    repeat: int,
+    symbols: int,
+    *,
+    batch: int,
+    seed: int = 0,
+) -> np.ndarray:
+    """Attention each head pays to the token after the previous occurrence of the current one.
+
+    Sequences of ``first`` distinct random symbols from 0 ... ``symbols`` - 1, followed by their
+    first ``repeat`` symbols again (Olsson et al. 2022). At position t = first + i of the
+    repeat, the current symbol occurred before at i; the prefix-matching score is the weight on
+    key i + 1, averaged over the repeat's positions and ``batch`` sequences (seeded).
+    Returns (num_layers, h).
+    """
+    fn = "prefix_matching_scores"
+    _check_model(fn, params, config)
+    for name, value, low in (
+        ("first", first, 2),
+        ("repeat", repeat, 1),
+        ("symbols", symbols, 2),
+        ("batch", batch, 1),
+        ("seed", seed, 0),
+    ):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+            raise ValueError(f"{fn}: {name} must be an integer >= {low}, got {value!r}")
+    if repeat > first or first + repeat > config.max_len:
+        raise ValueError(
+            f"{fn}: first={first}, repeat={repeat} must have repeat <= first and first + "
+            f"repeat <= max_len = {config.max_len}"
+        )
+    if not first <= symbols <= config.vocab_size:
+        raise ValueError(
+            f"{fn}: symbols={symbols} must lie in [first, vocab_size] = "
+            f"[{first}, {config.vocab_size}] so that the first part has no repeated symbol"
+        )
+    rng = np.random.default_rng(seed)
+    part = np.argsort(rng.random((batch, symbols)), axis=1)[:, :first]  # (batch, first)
+    tokens = np.concatenate([part, part[:, :repeat]], axis=1)  # (batch, first + repeat)
+    run = _run(params, config, tokens)
+    queries = first + np.arange(repeat)  # (repeat,)
+    keys = np.arange(repeat) + 1  # the token after the previous occurrence
+    weights = [c.attn.weights for c in run.cache.blocks]  # per layer (batch, h, T, T)
+    return np.stack([w[:, :, queries, keys].mean(axis=(0, 2)) for w in weights])  # (layers, h)

@@ -6,6 +6,9 @@ Used by every chapter (``use_book_style()`` in the set-up cell).
 from __future__ import annotations
 
 import matplotlib as mpl
+import numpy as np
+
+from npformer.validation import number_array
 
 #: Sequential colour map for attention weights and heatmaps (perceptually uniform, readable
 #: on a light or dark page because the figure keeps its own white background).
@@ -37,3 +40,33 @@ def use_book_style() -> None:
             ),
         }
     )
+
+
+def signed_heatmap(ax, values, xlabels, ylabels, label: str):
+    """Draw a signed (rows, columns) array on ``ax`` with a diverging map centred on 0.
+
+    The colour limits are symmetric, +-max|values|, so white means 0 in every figure that uses
+    it (the head x position patching map of chapter 12's deeper pages). Returns the image, for
+    a colour bar labelled ``label``.
+    """
+    fn = "signed_heatmap"
+    if not hasattr(ax, "imshow"):
+        raise ValueError(f"{fn}: ax must be a matplotlib Axes, got {type(ax).__name__}")
+    for name, labels in (("xlabels", xlabels), ("ylabels", ylabels)):
+        if not isinstance(labels, (list, tuple)):
+            raise ValueError(f"{fn}: {name} must be a list of labels, got {type(labels).__name__}")
+    if not isinstance(label, str):
+        raise ValueError(f"{fn}: label must be a string, got {type(label).__name__}")
+    values = number_array(fn, "values", values).astype(float)
+    if values.ndim != 2 or values.shape != (len(ylabels), len(xlabels)):
+        raise ValueError(
+            f"{fn}: values of shape {values.shape} need {len(ylabels)} row labels "
+            f"and {len(xlabels)} column labels"
+        )
+    limit = float(np.abs(values).max()) or 1.0
+    image = ax.imshow(values, cmap=DIVERGING_CMAP, vmin=-limit, vmax=limit, aspect="auto")
+    ax.set_xticks(range(len(xlabels)), labels=xlabels, fontsize=8)
+    ax.set_yticks(range(len(ylabels)), labels=ylabels, fontsize=8)
+    ax.grid(False)
+    ax.figure.colorbar(image, ax=ax, label=label)
+    return image

@@ -335,6 +335,36 @@ P3 = A.softmax(X3)
 CFG = M.DecoderConfig(7, 8, 2, 1, 16, 6)
 PARAMS = M.init_params(CFG, np.random.default_rng(1))
 TOKENS = np.array([[1, 2, 3], [4, 5, 6]])
+CFG2 = M.DecoderConfig(7, 8, 2, 2, 16, 6)  # two layers: path patching needs a later block
+PARAMS2 = M.init_params(CFG2, np.random.default_rng(1))
+_PAIR2 = dict(
+    params=PARAMS2,
+    config=CFG2,
+    clean_tokens=TOKENS,
+    corrupt_tokens=np.array([[1, 4, 3], [4, 0, 6]]),
+    row=2,
+    answer=np.array([1, 2]),
+)
+
+
+def _heads2():
+    from npformer.circuits import record_run
+
+    return record_run(PARAMS2, CFG2, np.array([[1, 4, 3], [4, 0, 6]])).heads
+
+
+_AXES = []
+
+
+def _axes():
+    """One matplotlib Axes for every call of the table (a figure per call would pile up)."""
+    if not _AXES:
+        import matplotlib.pyplot as plt
+
+        _AXES.append(plt.subplots()[1])
+    return _AXES[0]
+
+
 MHP = MH.init_multi_head_params(4, np.random.default_rng(2))
 FFP = BL.init_feed_forward_params(4, 8, np.random.default_rng(3))
 TASK = TT.make_task(3, 4, (1,))
@@ -1036,6 +1066,20 @@ API = {
     ),
     # ---------------------------------------------------------------- plotting
     "plotting.use_book_style": Row(PL.use_book_style, lambda: dict(), dict()),
+    "plotting.signed_heatmap": Row(
+        PL.signed_heatmap,
+        lambda: dict(
+            ax=_axes(), values=X3[0], xlabels=list("abcd"), ylabels=list("xyz"), label="v"
+        ),
+        dict(
+            ax=Config(),
+            values=Floats(rank=2, ints_ok=True),
+            xlabels=Seq(),
+            ylabels=Seq(),
+            label=Text(),
+        ),
+        extra=[("labels that do not fit", dict(xlabels=["a"]), "values of shape")],
+    ),
     # ---------------------------------------------------------------- exercises
     "exercises.run_checks": Row(
         EX.run_checks,
@@ -1688,6 +1732,100 @@ PENDING = {
             lambda: dict(circuit=X3[0, :3, :3]),
             dict(circuit=Floats(rank=2, ints_ok=True)),
         ),
+        "circuits.record_run": Row(
+            "circuits.record_run",
+            lambda: dict(params=PARAMS2, config=CFG2, tokens=TOKENS),
+            dict(params=Params(), config=Config(), tokens=Tokens()),
+        ),
+        "circuits.patch_head_outputs": Row(
+            "circuits.patch_head_outputs",
+            lambda: dict(
+                params=PARAMS2,
+                config=CFG2,
+                tokens=TOKENS,
+                source=_heads2(),
+                where=np.ones((2, 2, 3), dtype=bool),
+            ),
+            dict(
+                params=Params(),
+                config=Config(),
+                tokens=Tokens(),
+                source=Seq(),
+                where=Mask(required=True),
+            ),
+        ),
+        "circuits.head_position_patching": Row(
+            "circuits.head_position_patching",
+            lambda: dict(_PAIR2),
+            dict(
+                params=Params(),
+                config=Config(),
+                clean_tokens=Tokens(),
+                corrupt_tokens=Tokens(),
+                row=Size(0),
+                answer=Tokens(rank=1),
+            ),
+            extra=[("row past the last position", dict(row=3), "row")],
+        ),
+        "circuits.path_patching": Row(
+            "circuits.path_patching",
+            lambda: dict(_PAIR2, head=(0, 1)),
+            dict(
+                params=Params(),
+                config=Config(),
+                clean_tokens=Tokens(),
+                corrupt_tokens=Tokens(),
+                head=Free("a (layer, head) pair: its bad values are the extra rows"),
+                row=Size(0),
+                answer=Tokens(rank=1),
+            ),
+            extra=[
+                ("head None", dict(head=None), "head"),
+                ("head a float pair", dict(head=(0.0, 1)), "head"),
+                ("head in the last layer", dict(head=(1, 0)), "head"),
+                ("head past the last", dict(head=(0, 2)), "head"),
+            ],
+        ),
+        "circuits.direct_logit_attribution": Row(
+            "circuits.direct_logit_attribution",
+            lambda: dict(
+                params=PARAMS2,
+                config=CFG2,
+                tokens=TOKENS,
+                row=2,
+                answer=np.array([1, 2]),
+                rival=np.array([0, 0]),
+            ),
+            dict(
+                params=Params(),
+                config=Config(),
+                tokens=Tokens(),
+                row=Size(0),
+                answer=Tokens(rank=1),
+                rival=Tokens(rank=1),
+            ),
+            extra=[("rival equal to the answer", dict(rival=np.array([1, 2])), "rival")],
+        ),
+        "circuits.prefix_matching_scores": Row(
+            "circuits.prefix_matching_scores",
+            lambda: dict(
+                params=PARAMS2, config=CFG2, first=3, repeat=2, symbols=7, batch=4, seed=0
+            ),
+            dict(
+                params=Params(),
+                config=Config(),
+                first=Size(2),
+                repeat=Size(1),
+                symbols=Size(2),
+                batch=Size(1),
+                seed=Size(0),
+            ),
+            extra=[
+                ("repeat longer than first", dict(repeat=4, first=3), "repeat"),
+                ("more than max_len positions", dict(first=4, repeat=3), "max_len"),
+                ("fewer symbols than first", dict(symbols=2, first=3), "symbols"),
+            ],
+        ),
     },
     "extrapolation": {
         "extrapolation.ExtrapolationConfig": Row(
@@ -2255,6 +2393,10 @@ RECORDS = {
     "interventions.InterventionResult": "returned by forward_with_interventions",
     "interventions.AdversarialResult": "returned by adversarial_weights",
     "circuits.QKTerms": "returned by qk_terms",
+    "circuits.Run": "returned by record_run and patch_head_outputs",
+    "circuits.PatchingMap": "returned by head_position_patching",
+    "circuits.PathPatching": "returned by path_patching",
+    "circuits.LogitAttribution": "returned by direct_logit_attribution",
     **{
         f"exercises.ch13.{n}": "an attention variant fed to the reader's check"
         for n in (
