@@ -73,9 +73,9 @@ def test_under_xdist_the_long_notebooks_and_slow_test_files_start_first(rules):
     items = [Item(i) for i in ids]
     rules.pytest_collection_modifyitems(None, Config(), items)
     assert [it.nodeid for it in items] == [
+        "chapters/10_experiment.ipynb::Cell 0",
         "chapters/11_ablations.ipynb::Cell 0",
         "chapters/11_ablations.ipynb::Cell 1",
-        "chapters/10_experiment.ipynb::Cell 0",
         "tests/test_pdf.py::test_b",
         "tests/test_browser.py::test_c",
         "tests/test_attention.py::test_a",
