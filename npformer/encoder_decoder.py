@@ -74,6 +74,7 @@ class EncoderDecoderConfig:
     num_decoder_layers: int
     final_norm: bool = True
     eps: float = 1e-5
+    ln: str = "post"  # "post": LN(x + f(x)), as in 2017; "pre": x + f(LN(x))
 
     def __post_init__(self):
         fn = "EncoderDecoderConfig"
@@ -97,6 +98,8 @@ class EncoderDecoderConfig:
             raise ValueError(f"{fn}: eps must be positive, got {eps!r}")
         positive_number(fn, "eps", eps)  # and finite
         flag(fn, "final_norm", self.final_norm)
+        if self.ln not in ("pre", "post"):
+            raise ValueError(f"{fn}: ln must be 'pre' or 'post', got {self.ln!r}")
 
 
 #: The 2017 base model (Vaswani et al., Table 3): 6 + 6 layers, d = 512, 8 heads, d_ff = 2048,
@@ -340,6 +343,7 @@ class EncoderLayerCache(NamedTuple):
     norm_1: object  # LayerNormCache of LN(x + SelfAttn(x))
     ffn: object  # FeedForwardCache
     norm_2: object  # LayerNormCache of LN(h + FFN(h))
+    ln: str = "post"  # "pre": the norms read x and h, and h = x + SelfAttn(LN(x))
 
 
 class DecoderLayerCache(NamedTuple):
@@ -353,6 +357,7 @@ class DecoderLayerCache(NamedTuple):
     norm_2: object  # LayerNormCache
     ffn: object  # FeedForwardCache
     norm_3: object  # LayerNormCache
+    ln: str = "post"  # "pre": each norm reads the stream before its sublayer
 
 
 _ATTENTION_KEYS = ("W_q", "W_k", "W_v", "W_o", "b_q", "b_k", "b_v", "b_o")
@@ -393,7 +398,7 @@ def _check_stream(fn: str, name: str, x, shape: str) -> np.ndarray:
     return x
 
 
-def encoder_layer(x, layer, num_heads: int, mask=None, eps: float = 1e-5):
+def encoder_layer(x, layer, num_heads: int, mask=None, eps: float = 1e-5, ln: str = "post"):
     """One post-LN encoder layer: h = LN(x + SelfAttn(x)), out = LN(h + FFN(h)).
 
     Shapes: x (B, S, d); ``layer`` as in :func:`init_encoder_decoder_params`; ``mask`` is
@@ -403,17 +408,30 @@ def encoder_layer(x, layer, num_heads: int, mask=None, eps: float = 1e-5):
     fn = "encoder_layer"
     x = _check_stream(fn, "x", x, "(B, S, d)")
     _check_layer(fn, layer, _ENCODER_LAYER)
+    n1, n2 = layer["norm_1"], layer["norm_2"]
+    if ln == "pre":  # h = x + SelfAttn(LN_1(x)), out = h + FFN(LN_2(h))
+        u, n1_cache = layer_norm(x, n1["gamma"], n1["beta"], eps)  # (B, S, d)
+        a, attn_cache = multi_head_attention(u, u, layer["self_attn"], num_heads, mask=mask)
+        h = x + a  # (B, S, d)
+        u, n2_cache = layer_norm(h, n2["gamma"], n2["beta"], eps)  # (B, S, d)
+        f, ffn_cache = feed_forward(u, layer["ffn"], activation="relu")  # (B, S, d)
+        return h + f, EncoderLayerCache(attn_cache, h, n1_cache, ffn_cache, n2_cache, "pre")
     a, attn_cache = multi_head_attention(x, x, layer["self_attn"], num_heads, mask=mask)
-    n1 = layer["norm_1"]
     h, n1_cache = layer_norm(x + a, n1["gamma"], n1["beta"], eps)  # (B, S, d)
     f, ffn_cache = feed_forward(h, layer["ffn"], activation="relu")  # (B, S, d)
-    n2 = layer["norm_2"]
     out, n2_cache = layer_norm(h + f, n2["gamma"], n2["beta"], eps)  # (B, S, d)
     return out, EncoderLayerCache(attn_cache, h, n1_cache, ffn_cache, n2_cache)
 
 
 def decoder_layer(
-    y, memory, layer, num_heads: int, self_mask=None, memory_mask=None, eps: float = 1e-5
+    y,
+    memory,
+    layer,
+    num_heads: int,
+    self_mask=None,
+    memory_mask=None,
+    eps: float = 1e-5,
+    ln: str = "post",
 ):
     """One post-LN decoder layer: masked self-attention, cross-attention, FFN.
 
@@ -433,8 +451,22 @@ def decoder_layer(
     for name, m, keys in (("self_mask", self_mask, T), ("memory_mask", memory_mask, S)):
         if m is not None:
             bool_mask(fn, m, (B, h, T, keys), "(B, h, T, keys) =", name)
-    a, self_cache = multi_head_attention(y, y, layer["self_attn"], num_heads, mask=self_mask)
     n1, n2, n3 = layer["norm_1"], layer["norm_2"], layer["norm_3"]
+    if ln == "pre":  # each sublayer reads LN(stream) and adds to the stream
+        u, n1_cache = layer_norm(y, n1["gamma"], n1["beta"], eps)  # (B, T, d)
+        a, self_cache = multi_head_attention(u, u, layer["self_attn"], num_heads, mask=self_mask)
+        h1 = y + a  # (B, T, d)
+        u, n2_cache = layer_norm(h1, n2["gamma"], n2["beta"], eps)  # (B, T, d)
+        c, cross_cache = multi_head_attention(  # (B, T, d)
+            u, memory, layer["cross_attn"], num_heads, mask=memory_mask
+        )
+        h2 = h1 + c  # (B, T, d)
+        u, n3_cache = layer_norm(h2, n3["gamma"], n3["beta"], eps)  # (B, T, d)
+        f, ffn_cache = feed_forward(u, layer["ffn"], activation="relu")  # (B, T, d)
+        return h2 + f, DecoderLayerCache(
+            self_cache, cross_cache, h1, h2, n1_cache, n2_cache, ffn_cache, n3_cache, "pre"
+        )
+    a, self_cache = multi_head_attention(y, y, layer["self_attn"], num_heads, mask=self_mask)
     h1, n1_cache = layer_norm(y + a, n1["gamma"], n1["beta"], eps)  # (B, T, d)
     c, cross_cache = multi_head_attention(  # (B, T, d)
         h1, memory, layer["cross_attn"], num_heads, mask=memory_mask
@@ -463,7 +495,7 @@ def encode(src_tokens, params, config: EncoderDecoderConfig, src_pad=None):
     x = embed(src_tokens, params["embedding"])  # (B, S, d)
     caches = []
     for layer in params["encoder"]:
-        x, cache = encoder_layer(x, layer, config.num_heads, mask, config.eps)
+        x, cache = encoder_layer(x, layer, config.num_heads, mask, config.eps, config.ln)
         caches.append(cache)
     if config.final_norm:
         norm = params["encoder_norm"]
@@ -499,7 +531,7 @@ def decode(tgt_tokens, memory, params, config: EncoderDecoderConfig, src_pad=Non
     caches = []
     for layer in params["decoder"]:
         y, cache = decoder_layer(
-            y, memory, layer, config.num_heads, self_mask, memory_mask, config.eps
+            y, memory, layer, config.num_heads, self_mask, memory_mask, config.eps, config.ln
         )
         caches.append(cache)
     if config.final_norm:
@@ -576,6 +608,27 @@ def encoder_layer_backward(d_out, cache: EncoderLayerCache, layer: dict):
     attention core's backward; each residual adds its two paths.
     Shapes: d_out (B, S, d). Returns (dx (B, S, d), grads: a dict shaped like ``layer``).
     """
+    if cache.ln == "pre":  # out = h + FFN(LN_2(h)), h = x + SelfAttn(LN_1(x))
+        d_u, ffn_grads = _ffn_backward(d_out, cache.ffn)
+        d_h, dg2, db2 = layer_norm_backward(d_u, cache.norm_2)
+        d_h = d_h + d_out  # the residual path
+        du_q, du_kv, attn_grads = multi_head_attention_backward(
+            d_h, cache.self_attn, layer["self_attn"]
+        )
+        dx, dg1, db1 = layer_norm_backward(du_q + du_kv, cache.norm_1)
+        dx = dx + d_h
+    else:
+        dx, dg1, db1, dg2, db2, attn_grads, ffn_grads = _post_encoder_backward(d_out, cache, layer)
+    grads = {
+        "self_attn": attn_grads,
+        "norm_1": _norm_grads(dg1, db1),
+        "ffn": ffn_grads,
+        "norm_2": _norm_grads(dg2, db2),
+    }
+    return dx, grads
+
+
+def _post_encoder_backward(d_out, cache: EncoderLayerCache, layer: dict):
     d_sum2, dg2, db2 = layer_norm_backward(d_out, cache.norm_2)  # d(h + f)
     d_h, ffn_grads = _ffn_backward(d_sum2, cache.ffn)
     d_h = d_h + d_sum2  # the residual path
@@ -584,13 +637,7 @@ def encoder_layer_backward(d_out, cache: EncoderLayerCache, layer: dict):
         d_sum1, cache.self_attn, layer["self_attn"]
     )
     dx = d_sum1 + dx_q + dx_kv  # residual, queries, keys and values all read x
-    grads = {
-        "self_attn": attn_grads,
-        "norm_1": _norm_grads(dg1, db1),
-        "ffn": ffn_grads,
-        "norm_2": _norm_grads(dg2, db2),
-    }
-    return dx, grads
+    return dx, dg1, db1, dg2, db2, attn_grads, ffn_grads
 
 
 def decoder_layer_backward(d_out, cache: DecoderLayerCache, layer: dict):
@@ -603,19 +650,34 @@ def decoder_layer_backward(d_out, cache: DecoderLayerCache, layer: dict):
     Shapes: d_out (B, T, d). Returns (dy (B, T, d), d_memory (B, S, d), grads shaped like
     ``layer``).
     """
-    d_sum3, dg3, db3 = layer_norm_backward(d_out, cache.norm_3)  # d(h2 + f)
-    d_h2, ffn_grads = _ffn_backward(d_sum3, cache.ffn)
-    d_h2 = d_h2 + d_sum3
-    d_sum2, dg2, db2 = layer_norm_backward(d_h2, cache.norm_2)  # d(h1 + c)
-    dq, d_memory, cross_grads = multi_head_attention_backward(
-        d_sum2, cache.cross_attn, layer["cross_attn"]
-    )
-    d_h1 = d_sum2 + dq
-    d_sum1, dg1, db1 = layer_norm_backward(d_h1, cache.norm_1)  # d(y + a)
-    dy_q, dy_kv, self_grads = multi_head_attention_backward(
-        d_sum1, cache.self_attn, layer["self_attn"]
-    )
-    dy = d_sum1 + dy_q + dy_kv
+    if cache.ln == "pre":
+        d_u, ffn_grads = _ffn_backward(d_out, cache.ffn)
+        d_h2, dg3, db3 = layer_norm_backward(d_u, cache.norm_3)
+        d_h2 = d_h2 + d_out  # out = h2 + FFN(LN_3(h2))
+        d_u, d_memory, cross_grads = multi_head_attention_backward(
+            d_h2, cache.cross_attn, layer["cross_attn"]
+        )
+        d_h1, dg2, db2 = layer_norm_backward(d_u, cache.norm_2)
+        d_h1 = d_h1 + d_h2  # h2 = h1 + CrossAttn(LN_2(h1), memory)
+        du_q, du_kv, self_grads = multi_head_attention_backward(
+            d_h1, cache.self_attn, layer["self_attn"]
+        )
+        dy, dg1, db1 = layer_norm_backward(du_q + du_kv, cache.norm_1)
+        dy = dy + d_h1  # h1 = y + SelfAttn(LN_1(y))
+    else:
+        d_sum3, dg3, db3 = layer_norm_backward(d_out, cache.norm_3)  # d(h2 + f)
+        d_h2, ffn_grads = _ffn_backward(d_sum3, cache.ffn)
+        d_h2 = d_h2 + d_sum3
+        d_sum2, dg2, db2 = layer_norm_backward(d_h2, cache.norm_2)  # d(h1 + c)
+        dq, d_memory, cross_grads = multi_head_attention_backward(
+            d_sum2, cache.cross_attn, layer["cross_attn"]
+        )
+        d_h1 = d_sum2 + dq
+        d_sum1, dg1, db1 = layer_norm_backward(d_h1, cache.norm_1)  # d(y + a)
+        dy_q, dy_kv, self_grads = multi_head_attention_backward(
+            d_sum1, cache.self_attn, layer["self_attn"]
+        )
+        dy = d_sum1 + dy_q + dy_kv
     grads = {
         "self_attn": self_grads,
         "norm_1": _norm_grads(dg1, db1),

@@ -105,6 +105,7 @@ class Seq2SeqRun:
     moment_warmup: int = 0  # steps before training at rate 0: Adam's moments fill, weights stay
     fill_momentum: bool = True  # False: those steps fill v only; m starts at zero (Adam-2k)
     seed: int = 0
+    ln: str = "post"  # "pre": each sublayer reads LN(stream), x + f(LN(x))
 
     def __post_init__(self):
         fn = "Seq2SeqRun"
@@ -149,6 +150,7 @@ class Seq2SeqRun:
             d_ff=self.d_ff,
             num_encoder_layers=self.num_layers,
             num_decoder_layers=self.num_layers,
+            ln=self.ln,
         )
 
 
