@@ -55,6 +55,11 @@ from npformer.validation import (
 )
 
 
+def _check_ln(fn: str, ln) -> None:
+    if not isinstance(ln, str) or ln not in ("pre", "post"):
+        raise ValueError(f"{fn}: ln must be 'pre' or 'post', got {ln!r}")
+
+
 @dataclass(frozen=True)
 class EncoderDecoderConfig:
     """The sizes of an encoder-decoder Transformer.
@@ -98,8 +103,7 @@ class EncoderDecoderConfig:
             raise ValueError(f"{fn}: eps must be positive, got {eps!r}")
         positive_number(fn, "eps", eps)  # and finite
         flag(fn, "final_norm", self.final_norm)
-        if self.ln not in ("pre", "post"):
-            raise ValueError(f"{fn}: ln must be 'pre' or 'post', got {self.ln!r}")
+        _check_ln(fn, self.ln)
 
 
 #: The 2017 base model (Vaswani et al., Table 3): 6 + 6 layers, d = 512, 8 heads, d_ff = 2048,
@@ -408,6 +412,7 @@ def encoder_layer(x, layer, num_heads: int, mask=None, eps: float = 1e-5, ln: st
     fn = "encoder_layer"
     x = _check_stream(fn, "x", x, "(B, S, d)")
     _check_layer(fn, layer, _ENCODER_LAYER)
+    _check_ln(fn, ln)
     n1, n2 = layer["norm_1"], layer["norm_2"]
     if ln == "pre":  # h = x + SelfAttn(LN_1(x)), out = h + FFN(LN_2(h))
         u, n1_cache = layer_norm(x, n1["gamma"], n1["beta"], eps)  # (B, S, d)
@@ -446,6 +451,7 @@ def decoder_layer(
     y = _check_stream(fn, "y", y, "(B, T, d)")
     memory = _check_stream(fn, "memory", memory, "(B, S, d)")
     _check_layer(fn, layer, _DECODER_LAYER)
+    _check_ln(fn, ln)
     h = int_at_least(fn, "num_heads", num_heads)
     (B, T, _), S = y.shape, memory.shape[1]
     for name, m, keys in (("self_mask", self_mask, T), ("memory_mask", memory_mask, S)):

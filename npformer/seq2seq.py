@@ -128,6 +128,8 @@ class Seq2SeqRun:
             raise ValueError(f"{fn}: seed must be an integer, got {self.seed!r}")
         if not isinstance(self.ramp, bool):
             raise ValueError(f"{fn}: ramp must be True or False, got {self.ramp!r}")
+        if not isinstance(self.ln, str) or self.ln not in ("pre", "post"):
+            raise ValueError(f"{fn}: ln must be 'pre' or 'post', got {self.ln!r}")
         if not isinstance(self.fill_momentum, bool):
             raise ValueError(
                 f"{fn}: fill_momentum must be True or False, got {self.fill_momentum!r}"

@@ -1909,6 +1909,7 @@ PENDING = {
                 num_decoder_layers=Size(),
                 final_norm=Flag(),
                 eps=Real(),
+                ln=Choice(),
             ),
             extra=[("odd d_model", dict(d_model=3, num_heads=1), "d_model")],
         ),
@@ -1940,7 +1941,14 @@ PENDING = {
             lambda: dict(
                 x=X3, layer=_edp()["encoder"][0], num_heads=2, mask=np.ones((3, 3), bool), eps=1e-5
             ),
-            dict(x=Floats(rank=3), layer=Params(), num_heads=Size(), mask=Mask(), eps=Real()),
+            dict(
+                x=Floats(rank=3),
+                layer=Params(),
+                num_heads=Size(),
+                mask=Mask(),
+                eps=Real(),
+                ln=Choice(),
+            ),
         ),
         "encoder_decoder.decoder_layer": Row(
             "encoder_decoder.decoder_layer",
@@ -1961,6 +1969,7 @@ PENDING = {
                 self_mask=Mask(),
                 memory_mask=Mask(),
                 eps=Real(),
+                ln=Choice(),
             ),
         ),
         "encoder_decoder.encode": Row(
@@ -2085,6 +2094,7 @@ PENDING = {
                 moment_warmup=Size(0),
                 fill_momentum=Flag(),
                 seed=Size(0),
+                ln=Choice(),
             ),
         ),
         "seq2seq.train_reversal": Row(
