@@ -56,19 +56,27 @@ class QKTerms(NamedTuple):
         return self.token_token + self.position_position + self.cross + self.constant
 
 
-def _check(fn: str, params: Mapping, config: DecoderConfig, head: int):
+def _check_config_type(fn: str, config) -> None:
     if not isinstance(config, DecoderConfig):
         raise ValueError(f"{fn}: config must be a DecoderConfig, got {type(config).__name__}")
-    if config.ln != "pre" or not config.positions:
-        raise ValueError(
-            f"{fn}: the split needs a pre-LN model with a learned position table, got "
-            f"ln={config.ln!r}, positions={config.positions}"
-        )
+
+
+def _check_params(fn: str, params, config: DecoderConfig) -> None:
     if not isinstance(params, Mapping):
         raise ValueError(f"{fn}: params must be a dict name -> array, got {type(params).__name__}")
     missing = sorted(set(parameter_shapes(config)) - set(params))
     if missing:
         raise ValueError(f"{fn}: params lack {missing} needed by the config")
+
+
+def _check(fn: str, params: Mapping, config: DecoderConfig, head: int):
+    _check_config_type(fn, config)
+    if config.ln != "pre" or not config.positions:
+        raise ValueError(
+            f"{fn}: the split needs a pre-LN model with a learned position table, got "
+            f"ln={config.ln!r}, positions={config.positions}"
+        )
+    _check_params(fn, params, config)
     if isinstance(head, bool) or not isinstance(head, (int, np.integer)):
         raise ValueError(f"{fn}: head must be an integer, got {head!r}")
     if not 0 <= head < config.num_heads:
@@ -216,19 +224,14 @@ class _Hooks:
 
 
 def _check_model(fn: str, params: Mapping, config: DecoderConfig):
-    if not isinstance(config, DecoderConfig):
-        raise ValueError(f"{fn}: config must be a DecoderConfig, got {type(config).__name__}")
+    _check_config_type(fn, config)
     if config.ln != "pre" or config.positions != "learned" or not config.final_ln:
         raise ValueError(
             f"{fn}: config must be a pre-LN model with a learned position table and a final "
             f"layer norm, got ln={config.ln!r}, positions={config.positions!r}, "
             f"final_ln={config.final_ln}"
         )
-    if not isinstance(params, Mapping):
-        raise ValueError(f"{fn}: params must be a dict name -> array, got {type(params).__name__}")
-    missing = sorted(set(parameter_shapes(config)) - set(params))
-    if missing:
-        raise ValueError(f"{fn}: params lack {missing} needed by the config")
+    _check_params(fn, params, config)
 
 
 def _run(params, config, tokens, hooks=None) -> Run:
