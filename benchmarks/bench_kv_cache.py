@@ -32,8 +32,8 @@ neither side pays for fresh pages: chapter 09 measures what the ratio would owe 
   per call (attention computed in the layer with an in-place softmax, inputs checked once),
   which speeds up both paths since they share it: without cache 0.80-0.86 s, with cache
   29-31 ms (medians), ratio 26.0-28.5 over six runs on a 2-core machine of this class shared
-  with other work, and 18.1 in a seventh while other jobs made everything about twice as slow
-  (the source's own listing: 28x here). Target >= 16, what it reaches even then.
+  with other work, and 18.1 in a seventh while other jobs made everything about twice as slow.
+  Target >= 16, what it reaches even then.
   Why not 40: a cached step is bounded by reading the weights and by NumPy's per-call cost.
   Each step multiplies one row by 16 matrices of 256 x 256 float64, 8 MiB of weights that do
   not fit the 1 MiB L2 cache: timed alone, those 16 products take 13-14 ms of the 28-29 ms of
