@@ -30,6 +30,12 @@ def returns_the_weights(question, keys, values):
     return softmax(question @ keys.T, axis=-1)
 
 
+def one_maximum_for_all_rows(question, keys, values):
+    z = question @ keys.T
+    e = np.exp(z - z.max())  # the largest score of every row, not of each row
+    return (e / e.sum(axis=-1, keepdims=True)) @ values
+
+
 def stub(question, keys, values):
     raise NotImplementedError
 
@@ -37,7 +43,7 @@ def stub(question, keys, values):
 def test_reference_and_right_answer_pass(capsys):
     assert check_cabinet_lookup(reference_lookup).ok
     assert check_cabinet_lookup(right).ok
-    assert capsys.readouterr().out == "passed 5 of 5 checks\npassed 5 of 5 checks\n"
+    assert capsys.readouterr().out == "passed 6 of 6 checks\npassed 6 of 6 checks\n"
 
 
 def test_stub_is_not_attempted(capsys):
@@ -50,13 +56,17 @@ def test_stub_is_not_attempted(capsys):
     [
         (
             no_max_subtraction,
-            "failed check 4 of 5 (similarities near 1000 (no overflow)): got non-finite",
+            "failed check 4 of 6 (similarities near 1000 (no overflow)): got non-finite",
         ),
-        (softmax_over_questions, "failed check 3 of 5 (two questions at once, shape (2, 4))"),
-        (linear_normalization, "failed check 1 of 5 (the chapter's question, the dripping tap)"),
+        (softmax_over_questions, "failed check 3 of 6 (two questions at once, shape (2, 4))"),
+        (linear_normalization, "failed check 1 of 6 (the chapter's question, the dripping tap)"),
+        (
+            one_maximum_for_all_rows,
+            "failed check 6 of 6 (two questions far apart (each row its own maximum))",
+        ),
         (
             returns_the_weights,
-            "failed check 1 of 5 (the chapter's question, the dripping tap): "
+            "failed check 1 of 6 (the chapter's question, the dripping tap): "
             "expected shape (2,), got shape (3,)",
         ),
     ],

@@ -60,6 +60,10 @@ CHECKS = [
         "a question against 5 random folders",
         _against_reference(_rng.normal(size=4), _keys5, _values5),
     ),
+    Check(
+        "two questions far apart (each row its own maximum)",
+        _against_reference([[1000.0, 999.0, 1001.0], [0.5, 0.0, -0.5]]),
+    ),
 ]
 
 
