@@ -42,8 +42,9 @@ neither side pays for fresh pages: chapter 09 measures what the ratio would owe 
   one (256, 768) product was tried: it reads the same bytes and saved ~3% (within the noise),
   so the layer keeps the three weights of the chapter.
   Since then the layer calls the attention core (``scaled_dot_product_attention``)
-  instead of its own in-place softmax, so that the book has one attention core; a cached step
-  now makes 177 Python function calls and 206 C calls (chapter 09 counts them). The targets
+  instead of its own in-place softmax, so that the book has one attention core; a pass over
+  several rows takes its ``causal=True`` path (in-place softmax, no boolean mask), the plain
+  baseline. Chapter 09's deeper page counts the calls of a cached step. The targets
   were not re-measured on an idle machine after that change (the machine was shared by eight
   jobs); re-measure before relying on them.
 - kv_cache_speedup_512: 512 vectors. Running the uncached generation to 512 takes ~16-18 s per

@@ -30,7 +30,6 @@ import math
 import numpy as np
 
 from npformer.attention import scaled_dot_product_attention
-from npformer.masks import causal_mask
 from npformer.validation import (
     divisible,
     float_array,
@@ -337,10 +336,9 @@ def grouped_query_attention(
     V = (X @ params["W_v"]).reshape(B, n, g, d_h).transpose(0, 2, 1, 3)  # (B, g, n, d_h)
     if cache is not None:
         K, V = cache.write(layer, K, V)  # (B, g, S, d_h): the past and the new rows
-    S = K.shape[2]
     # Each group's K, V broadcast over its h/g query heads (axis 2): never copied per head.
-    mask = None if n == 1 else causal_mask(n, S)  # a single last row sees every key
-    heads, _ = scaled_dot_product_attention(Q, K[:, :, None], V[:, :, None], mask)
+    # causal: the n queries are the last n of the S keys; a single last row sees every key.
+    heads, _ = scaled_dot_product_attention(Q, K[:, :, None], V[:, :, None], causal=n > 1)
     merged = heads.transpose(0, 3, 1, 2, 4).reshape(B, n, d)  # (B, n, d): heads side by side
     return merged @ params["W_o"]  # (B, n, d)
 

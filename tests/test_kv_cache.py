@@ -145,7 +145,7 @@ def test_grouped_query_equals_multi_head_with_repeated_kv_heads(shape):
     # the attention layer with num_kv_heads = g gives the toy model's layer, cached or not
     q, k, v = X @ params["W_q"], X @ params["W_k"], X @ params["W_v"]  # (B, T, d), (B, T, g d_h)
     factor = 1.0 / np.sqrt(d_h)
-    merged, cache = multi_head(q, k, v, h, g, factor=factor, mask=causal_mask(T))
+    merged, cache = multi_head(q, k, v, h, g, factor=factor, causal=True)
     np.testing.assert_array_equal(merged @ params["W_o"], out)
     # one key-value head (or h of them) broadcasts over the h query heads as they are
     grouped = (B, h, T, T) if g in (1, h) else (B, g, h // g, T, T)
