@@ -61,11 +61,11 @@ def kv_cache_bytes(
     batch: int = 1,
     bytes_per_value: int = 8,
 ) -> int:
-    """Bytes of a KV cache: 2 x layers x kv_heads x d_head x T x batch x bytes per value.
+    """Bytes taken by the keys and values a decoder stores for ``seq_len`` positions.
 
-    The 2 counts K and V; every layer has its own projections, hence its own cache; each of the
-    ``num_kv_heads`` key-value heads keeps ``d_head`` numbers per position, for ``seq_len``
-    positions and ``batch`` sequences. Queries, attention weights and activations are not kept.
+    Each layer holds a K array and a V array of shape
+    ``(batch, num_kv_heads, seq_len, d_head)``; the size is the entries of those
+    ``2 * num_layers`` arrays times ``bytes_per_value``.
 
     Returns an exact int (divide by 2**20 for MiB, 2**30 for GiB).
     """
