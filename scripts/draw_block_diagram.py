@@ -1,10 +1,10 @@
-"""Draw assets/block_diagram.svg: one pre-LN Transformer block with each sub-layer's parameters.
+"""Draw assets/block_diagram.svg: one pre-LN Transformer block and what each sub-layer does.
 
 Usage: python scripts/draw_block_diagram.py [OUTPUT.svg]
 
-The counts are not typed in: they come from ``npformer.model.block_parameter_shapes`` for
-d = 512, d_ff = 4 d, and are checked against the closed forms printed on the figure. The SVG
-is deterministic (no date, fixed ids), so re-running the script gives the same file.
+The figure shows the flow of the residual stream; the parameter counts live in chapter 06's
+count table and cell, not on the figure. The SVG is deterministic (no date, fixed ids), so
+re-running the script gives the same file.
 """
 
 from __future__ import annotations
@@ -18,31 +18,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
 
-from npformer.model import DecoderConfig, block_parameter_shapes  # noqa: E402
-
 ROOT = Path(__file__).resolve().parent.parent
-D = 512
-
-
-def counts(d: int) -> dict[str, int]:
-    """Parameters per sub-layer of block 0, summed from the model's own shapes."""
-    config = DecoderConfig(
-        vocab_size=2, d_model=d, num_heads=8, num_layers=1, d_ff=4 * d, max_len=1
-    )
-    groups = {"ln1": 0, "attn": 0, "ln2": 0, "ffn": 0}
-    for name, shape in block_parameter_shapes(config, 0).items():
-        size = 1
-        for n in shape:
-            size *= n
-        groups[name.split(".")[1]] += size
-    assert groups == {
-        "ln1": 2 * d,
-        "attn": 4 * d * d + 4 * d,
-        "ln2": 2 * d,
-        "ffn": 8 * d * d + 5 * d,
-    }
-    assert sum(groups.values()) == 12 * d * d + 13 * d
-    return groups
 
 
 def box(ax, y, text, sub, color, height=0.9):
@@ -89,41 +65,24 @@ def residual(ax, y_from, y_to):
     )
 
 
-def count_label(ax, y, formula, value=None):
-    if value is None:
-        ax.text(5.5, y, formula, ha="left", va="center", fontsize=10)
-        return
-    ax.text(5.5, y + 0.12, formula, ha="left", va="center", fontsize=10)
-    ax.text(
-        5.5,
-        y - 0.22,
-        f"{value:,} at d = {D}",
-        ha="left",
-        va="center",
-        fontsize=8.5,
-        color="#555555",
-    )
-
-
 def main(out: Path) -> None:
-    c = counts(D)
     plt.rcParams["svg.hashsalt"] = "block-diagram"
     plt.rcParams["svg.fonttype"] = "none"
-    fig, ax = plt.subplots(figsize=(6.4, 8.2))
-    ax.set_xlim(0, 8.6)
-    ax.set_ylim(-0.2, 11.2)
+    fig, ax = plt.subplots(figsize=(4.4, 7.4))
+    ax.set_xlim(0, 5.5)
+    ax.set_ylim(0.9, 11.2)
     ax.axis("off")
     ax.text(3.0, 10.85, "input x: (B, T, d)", ha="center", va="center", fontsize=10)
     y_split1, y_ln1, y_att, y_add1 = 10.2, 9.3, 7.9, 6.7
     y_split2, y_ln2, y_ffn, y_add2 = 6.1, 5.2, 3.7, 2.4
     arrow(ax, 10.65, y_ln1 + 0.45)
-    box(ax, y_ln1, "LayerNorm", "gamma, beta", "#e8eef7")
+    box(ax, y_ln1, "LayerNorm", "rescales each position's d values", "#e8eef7")
     arrow(ax, y_ln1 - 0.45, y_att + 0.55)
     box(
         ax,
         y_att,
         "Masked multi-head attention",
-        "W_q, W_k, W_v, W_o (d, d) + biases",
+        "each position reads itself and earlier ones",
         "#fbe3c8",
         height=1.1,
     )
@@ -131,20 +90,21 @@ def main(out: Path) -> None:
     plus(ax, y_add1)
     residual(ax, y_split1, y_add1)
     arrow(ax, y_add1 - 0.25, y_ln2 + 0.45)
-    box(ax, y_ln2, "LayerNorm", "gamma, beta", "#e8eef7")
+    box(ax, y_ln2, "LayerNorm", "rescales each position's d values", "#e8eef7")
     arrow(ax, y_ln2 - 0.45, y_ffn + 0.6)
-    box(ax, y_ffn, "Feed-forward network", "d -> 4d, ReLU, 4d -> d", "#d9eed9", height=1.2)
+    box(
+        ax,
+        y_ffn,
+        "Feed-forward network",
+        "each position alone: d -> 4d -> d",
+        "#d9eed9",
+        height=1.2,
+    )
     arrow(ax, y_ffn - 0.6, y_add2 + 0.25)
     plus(ax, y_add2)
     residual(ax, y_split2, y_add2)
     arrow(ax, y_add2 - 0.25, 1.45)
     ax.text(3.0, 1.2, "output: (B, T, d), to the next block", ha="center", va="center", fontsize=10)
-    count_label(ax, y_ln1, "2d", c["ln1"])
-    count_label(ax, y_att, "4d\u00b2 + 4d", c["attn"])
-    count_label(ax, y_add1, "0 (a sum)")
-    count_label(ax, y_ln2, "2d", c["ln2"])
-    count_label(ax, y_ffn, "8d\u00b2 + 5d", c["ffn"])
-    count_label(ax, y_add2, "0 (a sum)")
     ax.text(
         0.25,
         (y_split1 + y_add1) / 2,
@@ -164,16 +124,6 @@ def main(out: Path) -> None:
         va="center",
         fontsize=8.5,
         color="#555555",
-    )
-    total = sum(c.values())
-    ax.text(
-        4.3,
-        0.35,
-        f"one block: 12d\u00b2 + 13d = {total:,} parameters at d = {D}",
-        ha="center",
-        va="center",
-        fontsize=10.5,
-        weight="bold",
     )
     fig.savefig(out, format="svg", bbox_inches="tight", metadata={"Date": None})
     plt.close(fig)
