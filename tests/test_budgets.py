@@ -52,6 +52,24 @@ def test_a_notebook_over_its_scaled_budget_fails_the_session(rules, monkeypatch,
     assert "over its budget of 10 s x 2.00" in problem
 
 
+def test_a_budget_scales_by_the_reference_timed_beside_its_notebook(rules, monkeypatch):
+    # a machine busy while the notebook ran, quiet at the end: the slower reading counts
+    monkeypatch.setattr(rules, "_reference", [rules.REFERENCE_SECONDS])
+    monkeypatch.setattr(rules, "_beside", {"ch.ipynb": 1.5 * rules.REFERENCE_SECONDS})
+    assert rules.budget_scale("ch.ipynb") == pytest.approx(1.5)
+    assert rules.budget_scale("other.ipynb") == 1.0
+
+    class Report:
+        nodeid = "chapters/ch.ipynb::Cell 9"
+        duration = 2.0
+        user_properties = [("reference_seconds", 3 * rules.REFERENCE_SECONDS)]
+
+    monkeypatch.setattr(rules, "_seconds", rules.defaultdict(float))
+    rules.pytest_runtest_logreport(Report)
+    assert rules._beside["chapters/ch.ipynb"] == 3 * rules.REFERENCE_SECONDS
+    assert rules.budget_scale("chapters/ch.ipynb") == pytest.approx(3.0)
+
+
 def test_under_xdist_the_long_notebooks_and_slow_test_files_start_first(rules):
     class Item:
         def __init__(self, nodeid):
