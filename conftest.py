@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections import defaultdict
 from pathlib import Path
 
@@ -131,7 +132,10 @@ def pytest_runtest_teardown(item, nextitem):
     if nb is None or not _enforced():
         return
     if nextitem is None or _notebook(nextitem.nodeid) != nb:
+        start = time.perf_counter()
         item.user_properties.append(("reference_seconds", time_reference()))
+        # the reference's own wall time is not the notebook's
+        item.user_properties.append(("reference_wall", time.perf_counter() - start))
 
 
 def pytest_runtest_logreport(report):
@@ -141,6 +145,8 @@ def pytest_runtest_logreport(report):
         for name, value in getattr(report, "user_properties", ()):
             if name == "reference_seconds":
                 _beside[nb] = max(_beside.get(nb, 0.0), value)
+            elif name == "reference_wall":
+                _seconds[nb] -= value
 
 
 def _budget(path: str) -> float | None:

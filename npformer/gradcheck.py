@@ -1,7 +1,8 @@
 """Central-difference gradient checks, and the test that tells a ReLU kink from a wrong gradient.
 
-Taught in chapter 06 (``chapters/06_block.ipynb``), where it checks the hand-written backward
-pass of ``npformer.model``; the tests use it for every backward in the package.
+Taught in chapter 06 (``chapters/06_block.ipynb``), where central differences check the
+hand-written backward pass; its Going deeper page (``chapters/06_deeper_depth.ipynb``) runs the
+whole-model check with its kinks. The tests use it for every backward in the package.
 
 The central difference (L(theta + eps) - L(theta - eps)) / (2 eps) differs from dL/dtheta by
 O(eps^2) where L is smooth, plus a rounding error of about u |L| / eps (u the unit roundoff).

@@ -62,11 +62,16 @@ def test_a_budget_scales_by_the_reference_timed_beside_its_notebook(rules, monke
     class Report:
         nodeid = "chapters/ch.ipynb::Cell 9"
         duration = 2.0
-        user_properties = [("reference_seconds", 3 * rules.REFERENCE_SECONDS)]
+        user_properties = [
+            ("reference_seconds", 3 * rules.REFERENCE_SECONDS),
+            ("reference_wall", 0.5),
+        ]
 
     monkeypatch.setattr(rules, "_seconds", rules.defaultdict(float))
     rules.pytest_runtest_logreport(Report)
     assert rules._beside["chapters/ch.ipynb"] == 3 * rules.REFERENCE_SECONDS
+    # the reference's own wall time is not counted as the notebook's
+    assert rules._seconds["chapters/ch.ipynb"] == pytest.approx(1.5)
     assert rules.budget_scale("chapters/ch.ipynb") == pytest.approx(3.0)
 
 
