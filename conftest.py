@@ -20,12 +20,21 @@
 - Under pytest-xdist (``make test`` runs one worker per core), the longest notebooks are
   started first, and a notebook's cells stay together in one worker (``--dist loadfile``).
 - Under CI (``CI=true``) a skipped test fails the session: a green run means everything ran.
+- The notebooks of one session share their training runs: ``npformer.train.train`` keeps each
+  run of 200 steps or more in a folder made for the session (``$NPFORMER_SHARED_RUNS``, removed
+  at its end), keyed by everything that decides its numbers, and a notebook that trains the
+  same run again reads it. Most of the runs chapters 09, 11 and 12 train are in chapter 10's
+  grid. The tests under tests/ never read a shared run (tests/conftest.py), so what they check
+  about training is computed. A notebook that read a run is faster than a reader's: its budget
+  still holds for a notebook that trained everything itself, as budgets are set on such runs.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+import tempfile
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -33,6 +42,7 @@ from pathlib import Path
 import numpy as np
 
 from npformer.measuring import min_time
+from npformer.train import SHARED_RUNS_ENV
 
 # The reference workload's best time on the machine the budgets were measured on.
 REFERENCE_MACHINE = "AMD EPYC (Zen 4), 2 vCPUs, OpenBLAS 0.3.31 SkylakeX kernels"
@@ -99,6 +109,32 @@ def _notebook(nodeid: str) -> str | None:
 
 def _metadata(path: str) -> dict:
     return json.loads(Path(path).read_text())["metadata"].get("book", {})
+
+
+def pytest_configure(config):
+    """The controller makes the session's folder of shared training runs (unless one is set);
+    the workers, and the notebooks' kernels, inherit it through the environment."""
+    if _in_worker(config) or os.environ.get(SHARED_RUNS_ENV):
+        return
+    config.shared_runs = tempfile.mkdtemp(prefix="npformer-shared-runs-")
+    os.environ[SHARED_RUNS_ENV] = config.shared_runs
+
+
+def pytest_unconfigure(config):
+    folder = getattr(config, "shared_runs", None)
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ.pop(SHARED_RUNS_ENV, None)
+
+
+def shared_runs_summary(folder: str | None) -> str | None:
+    """How many runs the session trained and kept, and how many times one was read instead."""
+    if folder is None or not Path(folder).is_dir():
+        return None
+    kept = len(list(Path(folder).glob("*.pkl")))
+    log = Path(folder) / "shared.log"
+    read = len(log.read_text().splitlines()) if log.exists() else 0
+    return f"training runs kept for sharing: {kept}; read by a notebook instead of trained: {read}"
 
 
 def pytest_collection_modifyitems(session, config, items):
@@ -206,5 +242,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
                 f"{nb}: {seconds:6.1f} s (budget {budget} s{beside}), "
                 f"{_ignored_cells(nb)} cell(s) tagged nbval-ignore-output"
             )
+        shared = shared_runs_summary(getattr(config, "shared_runs", None))
+        if shared is not None:
+            terminalreporter.write_line(shared)
     for line in _problems(terminalreporter._session):
         terminalreporter.write_line(f"FAILED RULE: {line}", red=True, bold=True)

@@ -15,10 +15,16 @@ a training run does not need float64 (the gradient checks of chapter 06 stay in 
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
+import json
 import math
+import os
+import pickle
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, fields
+from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
@@ -45,6 +51,17 @@ from npformer.validation import flag, generator, int_at_least
 #: Prompt attention patterns: "causal" everywhere, or "bidirectional" among the L prompt
 #: symbols (a prefix language model; the separator and the answer stay causal).
 PROMPT_ATTENTION = ("causal", "bidirectional")
+
+#: A directory where ``train`` keeps the runs it computes, so that the notebooks of one test
+#: session share a run (chapter 10's grid holds most of the runs chapters 09, 11 and 12 train
+#: again) instead of training it anew. Unset, nothing is kept: a reader's notebook always
+#: trains. The root conftest.py sets it for one pytest session and removes the directory after.
+SHARED_RUNS_ENV = "NPFORMER_SHARED_RUNS"
+#: Runs shorter than this are always trained again: they take under a second, and a short run
+#: may be the thing a cell times.
+SHARED_RUNS_MIN_STEPS = 200
+#: What, besides the configuration and the package's code, decides a run's numbers.
+_KERNEL_SETTINGS = ("OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES", "OPENBLAS_NUM_THREADS")
 
 
 @dataclass(frozen=True)
@@ -248,6 +265,15 @@ def train(
     if progress is not None and not callable(progress):
         raise ValueError(f"train: progress must be a function or None, got {progress!r}")
     flag("train", "record_grad_norms", record_grad_norms)
+    shared = _shared_run_path(config, record_grad_norms)
+    if shared is not None and shared.exists():
+        with shared.open("rb") as f:
+            result = pickle.load(f)
+        with (shared.parent / "shared.log").open("a") as log:
+            log.write(f"{shared.stem}\n")
+        if progress is not None:
+            progress(config.steps, config.steps)
+        return result
     start = time.perf_counter()
     rng = np.random.default_rng(config.seed)
     model_config = config.model_config()
@@ -273,7 +299,43 @@ def train(
             losses[step] = loss
             if progress is not None and ((step + 1) % every == 0 or step + 1 == config.steps):
                 progress(step + 1, config.steps)
-    return TrainResult(config, params, losses, time.perf_counter() - start, norms)
+    result = TrainResult(config, params, losses, time.perf_counter() - start, norms)
+    if shared is not None:
+        partial = shared.with_suffix(f".{os.getpid()}.part")
+        with partial.open("wb") as f:
+            pickle.dump(result, f)
+        partial.replace(shared)  # atomic: a reader sees the whole run or none
+    return result
+
+
+def _shared_run_path(config: TrainConfig, record_grad_norms: bool) -> Path | None:
+    """Where a run of ``config`` is kept under ``$NPFORMER_SHARED_RUNS`` (None: not kept).
+
+    The key is everything that decides the run's numbers: the configuration, whether gradient
+    norms are recorded, the floating-point kernel settings, NumPy's version and the package's
+    source code (so a changed package, or an injected bug, never reads an older run).
+    """
+    folder = os.environ.get(SHARED_RUNS_ENV)
+    if not folder or config.steps < SHARED_RUNS_MIN_STEPS:
+        return None
+    what = [
+        config.to_dict(),
+        record_grad_norms,
+        {name: os.environ.get(name) for name in _KERNEL_SETTINGS},
+        np.__version__,
+        _package_digest(),
+    ]
+    key = hashlib.sha256(json.dumps(what, sort_keys=True, default=str).encode()).hexdigest()
+    return Path(folder) / f"{key[:32]}.pkl"
+
+
+@functools.cache
+def _package_digest() -> str:
+    """A digest of every source file of the package."""
+    digest = hashlib.sha256()
+    for path in sorted(Path(__file__).parent.rglob("*.py")):
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
 
 
 def generate(next_logits: Callable[[np.ndarray], np.ndarray], start, num_new: int) -> np.ndarray:

@@ -1,8 +1,12 @@
-"""Test settings: hypothesis runs derandomized with a bounded number of examples."""
+"""Test settings: hypothesis runs derandomized with a bounded number of examples; no test
+reads a training run another one kept (the notebooks share runs; the tests compute theirs)."""
 
 import os
 
+import pytest
 from hypothesis import HealthCheck, settings
+
+from npformer.train import SHARED_RUNS_ENV
 
 settings.register_profile(
     "book",
@@ -13,3 +17,8 @@ settings.register_profile(
     database=None,
 )
 settings.load_profile("book")
+
+
+@pytest.fixture(autouse=True)
+def _train_for_real(monkeypatch):
+    monkeypatch.delenv(SHARED_RUNS_ENV, raising=False)

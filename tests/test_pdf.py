@@ -1,6 +1,7 @@
 """The print edition: one PDF of the whole book, built offline, with math typeset.
 
-Builds the PDF as `make pdf` does, into a temporary folder, and reads it back with poppler's
+Runs `make pdf`'s own command (scripts/build_pdf.py) into a temporary folder, so CI need not
+build the PDF a second time, and reads it back with poppler's
 pdfinfo, pdftotext and pdftoppm: the page count, every chapter's title and reading time, the
 exercises' solutions numbered from 1 in every chapter, every figure, no TeX left raw, every
 chapter at the top of the page the contents give, and no empty code box. Skipped, with
@@ -47,13 +48,16 @@ def chapter_title(path: Path) -> str:
 
 @pytest.fixture(scope="module")
 def pdf(tmp_path_factory):
-    out = build_pdf.build(tmp_path_factory.mktemp("pdf") / "book.pdf")
+    out = tmp_path_factory.mktemp("pdf") / "book.pdf"
+    script = [sys.executable, str(ROOT / "scripts" / "build_pdf.py"), str(out)]
+    made = subprocess.run(script, capture_output=True, text=True, cwd=ROOT)
+    assert made.returncode in (0, 1) and out.exists(), made.stdout + made.stderr
     info = subprocess.run(["pdfinfo", str(out)], capture_output=True, text=True, check=True)
     pages = int(re.search(r"^Pages:\s+(\d+)", info.stdout, re.M).group(1))
     text = subprocess.run(
         ["pdftotext", "-layout", str(out), "-"], capture_output=True, text=True, check=True
     ).stdout
-    return out, pages, text
+    return out, pages, text, made
 
 
 def flat(s: str) -> str:
@@ -61,14 +65,14 @@ def flat(s: str) -> str:
 
 
 def test_page_count(pdf):
-    _, pages, _ = pdf
+    _, pages, _, _ = pdf
     # about twenty pages a chapter and ten a "Going deeper" page; a build that lost its
     # notebooks would have a handful
     assert 10 * len(CHAPTERS) <= pages <= 60 * len(CHAPTERS), pages
 
 
 def test_every_chapter_title_is_in_it(pdf):
-    _, _, text = pdf
+    _, _, text, _ = pdf
     body = flat(text)
     missing = [p.stem for p in CHAPTERS if flat(chapter_title(p)) not in body]
     assert not missing
@@ -77,13 +81,13 @@ def test_every_chapter_title_is_in_it(pdf):
 def test_no_raw_tex_is_left(pdf):
     """Math left untypeset keeps its delimiters; code cells may hold TeX in strings (plot labels
     such as r"$\\sqrt{d_k}$"), so commands like \\sqrt are not a sign of failure."""
-    _, _, text = pdf
+    _, _, text, _ = pdf
     for raw in ("\\(", "\\)", "\\[", "\\]", "$$"):
         assert raw not in text, f"raw TeX delimiter {raw!r} in the PDF"
 
 
 def test_solutions_are_printed(pdf):
-    _, _, text = pdf
+    _, _, text, _ = pdf
     exercises = sum(
         "".join(c["source"]).count("{solution-start}")
         for p in CHAPTERS
@@ -96,7 +100,7 @@ def test_solutions_are_printed(pdf):
 
 
 def test_every_chapter_shows_its_reading_time(pdf):
-    _, _, text = pdf
+    _, _, text, _ = pdf
     body = flat(text)
     for path in CHAPTERS:
         title = flat(chapter_title(path))
@@ -105,7 +109,7 @@ def test_every_chapter_shows_its_reading_time(pdf):
 
 
 def test_figures_are_present(pdf):
-    out, _, _ = pdf
+    out, _, _, _ = pdf
     listed = subprocess.run(["pdfimages", "-list", str(out)], capture_output=True, text=True)
     images = len(listed.stdout.splitlines()) - 2  # two header lines
     pngs = sum(
@@ -118,7 +122,7 @@ def test_figures_are_present(pdf):
 
 
 def test_every_chapter_starts_at_the_top_of_the_page_the_contents_give(pdf):
-    out, _, _ = pdf
+    out, _, _, _ = pdf
     texts = build_pdf.page_texts(out)
     titles = build_pdf.toc_titles()
     # the contents list the pages in _toc.yml's order, "Going deeper" pages under their chapter
@@ -132,8 +136,11 @@ def test_every_chapter_starts_at_the_top_of_the_page_the_contents_give(pdf):
 
 
 def test_no_code_box_is_left_empty(pdf):
-    out, _, _ = pdf
-    assert build_pdf.problems(out, build_pdf.toc_titles()) == []
+    """`make pdf` checks its pages (build_pdf.problems: chapter starts, the contents' numbers,
+    empty code boxes) and exits 1 on any problem, naming it."""
+    _, pages, _, made = pdf
+    assert made.returncode == 0, made.stdout
+    assert re.search(rf"^pdf: .*, {pages} pages$", made.stdout, re.M), made.stdout
 
 
 def page_with(*boxes):
