@@ -2,13 +2,15 @@
 
 Usage: python scripts/draw_block_diagram.py [OUTPUT.svg]
 
-The figure shows the flow of the residual stream; the parameter counts live in chapter 06's
-count table and cell, not on the figure. The SVG is deterministic (no date, fixed ids), so
+The figure shows the flow of the residual stream and the parameter count of each sub-layer
+in terms of d (with d_ff = 4d); the counts are checked against npformer's block parameter
+shapes before drawing. The SVG is deterministic (no date, fixed ids), so
 re-running the script gives the same file.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 from pathlib import Path
 
@@ -20,8 +22,32 @@ from matplotlib.patches import FancyArrowPatch, FancyBboxPatch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
+# Sub-layer -> (count as a function of d, label on the figure); d_ff = 4d.
+COUNTS = {
+    "ln1": (lambda d: 2 * d, "2d parameters"),
+    "attn": (lambda d: 4 * d * d + 4 * d, "4d\u00b2 + 4d parameters"),
+    "ln2": (lambda d: 2 * d, "2d parameters"),
+    "ffn": (lambda d: 8 * d * d + 5 * d, "8d\u00b2 + 5d parameters"),
+}
 
-def box(ax, y, text, sub, color, height=0.9):
+
+def check_counts() -> None:
+    """The labels' formulas against the package's parameter shapes, at two widths."""
+    from npformer.block import block_parameter_shapes
+    from npformer.config import DecoderConfig
+
+    for d in (32, 512):
+        config = DecoderConfig(
+            vocab_size=10, d_model=d, num_heads=4, num_layers=1, d_ff=4 * d, max_len=8
+        )
+        sizes = {key: 0 for key in COUNTS}
+        for name, shape in block_parameter_shapes(config, 0).items():
+            sizes[name.split(".")[1]] += math.prod(shape)
+        for key, (formula, _) in COUNTS.items():
+            assert sizes[key] == formula(d), (key, d, sizes[key], formula(d))
+
+
+def box(ax, y, text, sub, color, height=0.9, count=None):
     ax.add_patch(
         FancyBboxPatch(
             (0.75, y - height / 2),
@@ -33,8 +59,12 @@ def box(ax, y, text, sub, color, height=0.9):
             linewidth=1.2,
         )
     )
-    ax.text(3.0, y + 0.13, text, ha="center", va="center", fontsize=11, weight="bold")
-    ax.text(3.0, y - 0.22, sub, ha="center", va="center", fontsize=8.5, color="#333333")
+    top = 0.13 if count is None else 0.27
+    ax.text(3.0, y + top, text, ha="center", va="center", fontsize=11, weight="bold")
+    ax.text(3.0, y + top - 0.35, sub, ha="center", va="center", fontsize=8.5, color="#333333")
+    if count is not None:
+        label = COUNTS[count][1]
+        ax.text(3.0, y - 0.36, label, ha="center", va="center", fontsize=8.5, color="#1f4e8c")
 
 
 def plus(ax, y):
@@ -66,6 +96,7 @@ def residual(ax, y_from, y_to):
 
 
 def main(out: Path) -> None:
+    check_counts()
     plt.rcParams["svg.hashsalt"] = "block-diagram"
     plt.rcParams["svg.fonttype"] = "none"
     fig, ax = plt.subplots(figsize=(4.4, 7.4))
@@ -75,23 +106,24 @@ def main(out: Path) -> None:
     ax.text(3.0, 10.85, "input x: (B, T, d)", ha="center", va="center", fontsize=10)
     y_split1, y_ln1, y_att, y_add1 = 10.2, 9.3, 7.9, 6.7
     y_split2, y_ln2, y_ffn, y_add2 = 6.1, 5.2, 3.7, 2.4
-    arrow(ax, 10.65, y_ln1 + 0.45)
-    box(ax, y_ln1, "LayerNorm", "rescales each position's d values", "#e8eef7")
-    arrow(ax, y_ln1 - 0.45, y_att + 0.55)
+    arrow(ax, 10.65, y_ln1 + 0.55)
+    box(ax, y_ln1, "LayerNorm", "rescales each position's d values", "#e8eef7", 1.1, "ln1")
+    arrow(ax, y_ln1 - 0.55, y_att + 0.6)
     box(
         ax,
         y_att,
         "Masked multi-head attention",
         "each position reads itself and earlier ones",
         "#fbe3c8",
-        height=1.1,
+        height=1.2,
+        count="attn",
     )
-    arrow(ax, y_att - 0.55, y_add1 + 0.25)
+    arrow(ax, y_att - 0.6, y_add1 + 0.25)
     plus(ax, y_add1)
     residual(ax, y_split1, y_add1)
-    arrow(ax, y_add1 - 0.25, y_ln2 + 0.45)
-    box(ax, y_ln2, "LayerNorm", "rescales each position's d values", "#e8eef7")
-    arrow(ax, y_ln2 - 0.45, y_ffn + 0.6)
+    arrow(ax, y_add1 - 0.25, y_ln2 + 0.55)
+    box(ax, y_ln2, "LayerNorm", "rescales each position's d values", "#e8eef7", 1.1, "ln2")
+    arrow(ax, y_ln2 - 0.55, y_ffn + 0.6)
     box(
         ax,
         y_ffn,
@@ -99,6 +131,7 @@ def main(out: Path) -> None:
         "each position alone: d -> 4d -> d",
         "#d9eed9",
         height=1.2,
+        count="ffn",
     )
     arrow(ax, y_ffn - 0.6, y_add2 + 0.25)
     plus(ax, y_add2)
