@@ -230,7 +230,7 @@ def run_one(config: ExtrapolationConfig, keep: bool = False) -> ExtrapolationRes
         for L in lengths
         if L > n
     }
-    # Added after the first runs (chapter 05's review), on the same trained models:
+    # Two more measures on the same trained models:
     # near_far: at 4n, each query sees its last n/2 keys and the n/2 keys 3n .. 3n + n/2 - 1
     # back: as many keys as the window of n, but some at distances far beyond the trained ones.
     # interpolated_read: RoPE with interpolation, scored against token[t - k L / n], the token
