@@ -461,8 +461,9 @@ def _self_attention(
     of ``layer`` and the T queries attend to all S = length + T keys, the last T of them
     causally (the core's causal mask with an offset), so that a prefill and one token at a time
     give the logits of one pass over the whole sequence. ``position_ids`` (T,) are the
-    positions RoPE and ALiBi give the queries (default: length ... length + T - 1); the keys
-    sit at their slots 0 ... S - 1.
+    positions RoPE and ALiBi give the queries and the new keys (default: length ...
+    length + T - 1); the cached keys keep theirs under RoPE, and under ALiBi sit at their
+    slots shifted by the same offset as the new rows, ``position_ids[0] - length``.
 
     ``head_edit(weights (B, h, T, S), v (B, h, T, d_h), heads (B, h, T, d_h))``, when given,
     returns the heads' outputs to merge instead of ``heads`` = weights @ v: the hook through
@@ -484,7 +485,12 @@ def _self_attention(
             rope = rope * rope_scale
     bias = None
     if positions == "alibi":
-        keys = np.arange(S) if kv_cache is None else kv_cache.key_positions(T)  # (S,)
+        if kv_cache is None:  # the T rows are the keys too
+            keys = np.arange(S) if position_ids is None else position_ids  # (S,)
+        else:  # cached keys in slot order, shifted as the new rows are
+            keys = kv_cache.key_positions(T)  # (S,)
+            if position_ids is not None:
+                keys = keys + (position_ids[0] - start)
         if position_ids is None and len(keys) == S:  # keys in order, queries the last T
             bias = _alibi_bias(num_heads, T, S, x.dtype)  # (h, T, S)
         else:

@@ -24,7 +24,7 @@ import sys
 
 REPOSITORY_URL = "{url}"
 if importlib.util.find_spec("npformer") is None:
-    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", f"git+{{REPOSITORY_URL}}"])"""
+    subprocess.check_call([sys.executable, "-m", "pip", "install", "-q", f"npformer[book] @ git+{{REPOSITORY_URL}}"])"""
 
 SETUP_CELL = """\
 import matplotlib.pyplot as plt

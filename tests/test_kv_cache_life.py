@@ -260,3 +260,27 @@ def test_ragged_errors_name_the_arguments():
         left_padding_mask(np.zeros((2, 1), int), 0, 4)
     with pytest.raises(ValueError, match=r"pad count must lie in \[0, start \+ n = 4\)"):
         left_padding_mask([4, 0], 0, 4)
+
+
+@pytest.mark.parametrize("offset", [10_000, 1_000_000])
+def test_alibi_under_shifted_positions_reads_the_same_distances(offset):
+    """Position ids shifted by an offset shift ALiBi's keys with its queries: the integer
+    distances, and so the float32 logits, are exactly the unshifted ones, in one pass and
+    through the cache. (Keys left at their slots put a constant of about slope x offset on
+    every score, which float32 rounds.)"""
+    config, params = _decoder("alibi")
+    params = {k: v.astype(np.float32) for k, v in params.items()}
+    tokens = np.random.default_rng(4).integers(0, 11, size=(2, 10))
+    base = forward(params, config, tokens)[0]  # (2, 10, 11)
+    shifted = forward(params, config, tokens, positions=np.arange(10) + offset)[0]
+    assert np.array_equal(shifted, base)
+    cache = decoder_cache(config, 2, dtype=np.float32)
+    steps = [
+        forward(params, config, tokens[:, :6], cache=cache, positions=np.arange(6) + offset)[0]
+    ]
+    for t in range(6, 10):
+        positions = np.array([t + offset])
+        steps.append(
+            forward(params, config, tokens[:, t : t + 1], cache=cache, positions=positions)[0]
+        )
+    np.testing.assert_allclose(np.concatenate(steps, axis=1), base, atol=1e-5)
