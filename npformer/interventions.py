@@ -17,7 +17,8 @@ and accepts these interventions:
 - edit input tokens before the embedding (``token_edits``).
 
 With no intervention its logits are ``npformer.model.forward``'s, bit for bit (checked in
-``tests/test_interventions.py``; the chapter checks a readable re-implementation against both).
+``tests/test_interventions.py``; chapter 12 writes the hook by hand and checks it against a
+patch).
 Around it: the distances that measure an intervention (:func:`total_variation`,
 :func:`js_divergence`), greedy generation under an intervention, and
 :func:`adversarial_weights`, the search for attention weights far from a head's own that leave
