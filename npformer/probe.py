@@ -120,3 +120,32 @@ def probe_directions(probe: LinearProbe) -> np.ndarray:
     centred = (w - w.mean(axis=1, keepdims=True)).T  # (C, d), rank C - 1
     U, s, Vt = np.linalg.svd(centred, full_matrices=False)
     return Vt[: centred.shape[0] - 1]  # (C - 1, d)
+
+
+def class_mean_directions(features, labels, num_classes: int) -> np.ndarray:
+    """The directions along which the class means of ``features`` differ: (C - 1, d), orthonormal.
+
+    A least-squares probe sees the labels only through X^T Y, the class means of the centred
+    features: when the C class means coincide its weights vanish and it predicts one class for
+    every input. Projecting out these directions through the overall mean
+    (``direction_ablation.remove_directions(x, D, features.mean(axis=0))``) moves every class
+    mean onto the overall mean: a linear erasure (LEACE, Belrose et al. 2023, does the same
+    with an oblique projection that moves the states least). ``probe_directions``, the
+    differences of a fitted probe's class weights, are tilted by the covariance of the
+    features and need not span these directions.
+    """
+    fn = "class_mean_directions"
+    # None is not a label array: checked like any other non-integer labels
+    X, y = _check(fn, features, np.asarray(labels if labels is not None else np.nan))
+    C = int_at_least(fn, "num_classes", num_classes, 2)
+    present = np.bincount(y, minlength=C)
+    if len(present) > C or (present == 0).any():
+        raise ValueError(
+            f"{fn}: labels must hold every class of num_classes={C} (0..{C - 1}) and no "
+            f"other, got counts {present.tolist()} for features {X.shape}"
+        )
+    X = X.astype(np.float64)
+    means = np.stack([X[y == c].mean(axis=0) for c in range(C)])  # (C, d)
+    # rank C - 1 at most: the counts-weighted rows sum to zero
+    offsets = means - X.mean(axis=0)  # (C, d)
+    return np.linalg.svd(offsets, full_matrices=False)[2][: C - 1]  # (C - 1, d)

@@ -13,7 +13,12 @@ from npformer.direction_ablation import (
     remove_directions,
 )
 from npformer.model import forward, hidden_states, init_params
-from npformer.probe import fit_linear_probe, probe_accuracy, probe_directions
+from npformer.probe import (
+    class_mean_directions,
+    fit_linear_probe,
+    probe_accuracy,
+    probe_directions,
+)
 from npformer.tasks import with_separator
 from npformer.train import TrainConfig, generate, model_logits
 
@@ -110,6 +115,40 @@ def test_probe_directions_carry_what_the_probe_reads():
     refit = fit_linear_probe(removed[:2000], labels[:2000], 4)
     # a new probe finds much less (not nothing: one projection is not all linear information)
     assert probe_accuracy(refit, removed[2000:], labels[2000:]) < before - 0.3
+
+
+def test_class_mean_directions_leave_a_least_squares_probe_nothing():
+    rng = np.random.default_rng(7)
+    labels = np.tile(np.arange(4), 750)
+    # correlated features, so that the covariance tilts a probe's weights
+    mix = rng.normal(size=(10, 10))
+    X = (0.5 * rng.normal(size=(4, 10))[labels] + rng.normal(size=(3000, 10))) @ mix
+    fit, held_out = slice(0, 2000), slice(2000, None)
+    before = probe_accuracy(fit_linear_probe(X[fit], labels[fit], 4), X[held_out], labels[held_out])
+    assert before > 0.5
+    D = class_mean_directions(X[fit], labels[fit], 4)
+    assert D.shape == (3, 10)
+    np.testing.assert_allclose(D @ D.T, np.eye(3), atol=1e-10)
+    center = X[fit].mean(axis=0)
+    removed = remove_directions(X, D, center)
+    # every class mean moves onto the overall mean, so a refitted probe has nothing to weigh
+    means = np.stack([removed[fit][labels[fit] == c].mean(axis=0) for c in range(4)])
+    np.testing.assert_allclose(means, np.broadcast_to(center, means.shape), atol=1e-9)
+    refit = fit_linear_probe(removed[fit], labels[fit], 4)
+    assert np.abs(refit.weights[:-1]).max() < 1e-8
+    # the probe's own weight directions are tilted by the covariance: removing them leaves
+    # a refitted probe much of what it read
+    weights = probe_directions(fit_linear_probe(X[fit], labels[fit], 4))
+    by_weights = remove_directions(X, weights, center)
+    again = fit_linear_probe(by_weights[fit], labels[fit], 4)
+    left = probe_accuracy(again, by_weights[held_out], labels[held_out])
+    assert left > 0.4  # chance: 0.25
+
+
+def test_class_mean_directions_refuse_a_missing_class():
+    X = np.random.default_rng(8).normal(size=(6, 3))
+    with pytest.raises(ValueError, match="every class"):
+        class_mean_directions(X, np.array([0, 1, 0, 1, 0, 1]), 3)
 
 
 def test_generate_removing_without_directions_is_generate():

@@ -2156,6 +2156,16 @@ PENDING = {
             lambda: dict(probe=_probe(), features=_FEAT, labels=_LAB),
             dict(probe=Config(), features=Floats(rank=2), labels=Tokens(rank=1, signed=True)),
         ),
+        "probe.class_mean_directions": Row(
+            "probe.class_mean_directions",
+            lambda: dict(features=_FEAT, labels=_LAB, num_classes=2),
+            dict(
+                features=Floats(rank=2),
+                labels=Tokens(rank=1, signed=True),
+                num_classes=Size(2),
+            ),
+            extra=[("a label past num_classes", dict(labels=_LAB + 2), "num_classes")],
+        ),
         "probe.probe_directions": Row(
             "probe.probe_directions", lambda: dict(probe=_probe()), dict(probe=Config())
         ),
