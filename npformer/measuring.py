@@ -57,9 +57,11 @@ def _count(fn_name: str, name: str, value, minimum: int = 1) -> int:
 def min_time(fn: Callable[[], object], repeats: int, warmup: int = 1) -> float:
     """Smallest wall time of ``fn()`` in seconds over ``repeats`` calls, after ``warmup`` calls.
 
-    Other work on the machine almost always adds time to a call (a processor that changes its
-    clock speed can also take some away, usually less), so the minimum is the estimate least
-    disturbed by it (the appendix shows the spread it discards).
+    Suited to a short call that can be repeated on a machine whose other work comes and goes:
+    an interruption that hits some repeats leaves the smallest time unchanged, provided one
+    repeat escapes it. It is not the typical time of a call, and load that lasts through every
+    repeat raises it as well, so it describes one machine at one moment (the appendix prints the
+    median and the maximum beside it).
     """
     _callable("min_time", "fn", fn)
     repeats = _count("min_time", "repeats", repeats)
