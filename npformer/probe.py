@@ -34,12 +34,12 @@ class LinearProbe(NamedTuple):
     weights: np.ndarray  # (d + 1, C)
 
 
-def _check(fn: str, features, labels=None):
+def _check(fn: str, features, labels):
     X = float_array(fn, "features", features)
     if X.ndim != 2 or X.shape[0] < 1:
         raise ValueError(f"{fn}: features must have shape (N, d) with N >= 1, got {X.shape}")
     if labels is None:
-        return X, None
+        raise ValueError(f"{fn}: labels must be an integer array of shape (N,), got None")
     y = np.asarray(labels)
     if not np.issubdtype(y.dtype, np.integer) or y.shape != (X.shape[0],) or (y < 0).any():
         raise ValueError(
@@ -62,8 +62,6 @@ def fit_linear_probe(features, labels, num_classes: int, ridge: float = 1e-3) ->
     Shapes: features (N, d), labels (N,) in [0, num_classes). Returns a :class:`LinearProbe`.
     """
     fn = "fit_linear_probe"
-    if labels is None:
-        raise ValueError(f"{fn}: labels must be an integer array of shape (N,), got None")
     num_classes = int_at_least(fn, "num_classes", num_classes, minimum=2)
     nonnegative_number(fn, "ridge", ridge)
     X, y = _check(fn, features, labels)
@@ -94,8 +92,6 @@ def probe_predict(probe: LinearProbe, features) -> np.ndarray:
 def probe_accuracy(probe: LinearProbe, features, labels) -> float:
     """Share of rows whose predicted class equals the label."""
     _check_probe("probe_accuracy", probe)
-    if labels is None:
-        raise ValueError("probe_accuracy: labels must be an integer array of shape (N,), got None")
     X, y = _check("probe_accuracy", features, labels)
     if X.shape[1] != probe.mean.shape[0]:
         raise ValueError(
@@ -135,8 +131,7 @@ def class_mean_directions(features, labels, num_classes: int) -> np.ndarray:
     features and need not span these directions.
     """
     fn = "class_mean_directions"
-    # None is not a label array: checked like any other non-integer labels
-    X, y = _check(fn, features, np.asarray(labels if labels is not None else np.nan))
+    X, y = _check(fn, features, labels)
     C = int_at_least(fn, "num_classes", num_classes, 2)
     present = np.bincount(y, minlength=C)
     if len(present) > C or (present == 0).any():
