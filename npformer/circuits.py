@@ -377,15 +377,16 @@ class PathPatching(NamedTuple):
     total: float  # the head patched: everything after it sees the clean output
     direct: float  # only the final layer norm sees it (the residual stream straight on)
     later_blocks: float  # only the blocks after the head's own see it, not the logits directly
+    own_ffn: float  # only the head's own block's feed-forward layer sees it (then its output
+    # goes on to everything after)
 
     def shares(self) -> dict:
-        """Each path's (D - corrupt) / (clean - corrupt), and what the two paths leave out."""
+        """Each path's (D - corrupt) / (clean - corrupt), and what the three paths leave out
+        (the interactions between paths)."""
         gap = self.clean - self.corrupt
-        out = {
-            name: (getattr(self, name) - self.corrupt) / gap
-            for name in ("total", "direct", "later_blocks")
-        }
-        out["rest"] = out["total"] - out["direct"] - out["later_blocks"]
+        paths = ("total", "direct", "later_blocks", "own_ffn")
+        out = {name: (getattr(self, name) - self.corrupt) / gap for name in paths}
+        out["rest"] = out["total"] - out["direct"] - out["later_blocks"] - out["own_ffn"]
         return out
 
 
@@ -398,7 +399,8 @@ def path_patching(
     row: int,
     answer,
 ) -> PathPatching:
-    """Split a head's denoising effect into its direct path and its path through later blocks.
+    """Split a head's denoising effect into its direct path, its path through later blocks and
+    its path through its own block's feed-forward layer.
 
     On the corrupted prompts, the head's clean output changes what it adds to the residual
     stream by delta = (o_clean - o_corrupt) W_o[head's rows], (B, T, d) at every position.
@@ -406,10 +408,13 @@ def path_patching(
       - direct: the corrupted run with delta added to the stream after the last block only,
         so the logits see it and no block does;
       - later_blocks: delta added after the head's own block and removed again after the last,
-        so blocks l+1 ... see it and the logits do not see it directly.
-    What the two leave out (total - direct - later_blocks) is the path through the head's own
-    block's feed-forward layer and the interactions between paths. Each is one forward pass
-    through ``residual_edit``. ``head`` = (layer, k) with layer before the last.
+        so blocks l+1 ... see it and the logits do not see it directly;
+      - own_ffn: the head patched and delta removed again after its own block, so the
+        block's feed-forward layer sees it (pre-LN: its input is x + attention + delta) and
+        only what that layer writes goes on.
+    What the three leave out (total - direct - later_blocks - own_ffn) is the interactions
+    between paths. Each is one forward pass through the hooks. ``head`` = (layer, k) with
+    layer before the last.
     Shapes: clean_tokens, corrupt_tokens (B, T); answer (B,). Returns PathPatching (means).
     """
     fn = "path_patching"
@@ -440,9 +445,9 @@ def path_patching(
     total = _run(params, config, corrupt_tokens, _Hooks(clean.heads, where))
     direct = _run(params, config, corrupt_tokens, _Hooks(residual_add={last: delta}))
     later = _run(params, config, corrupt_tokens, _Hooks(residual_add={layer: delta, last: -delta}))
-    return PathPatching(
-        *(_mean_D(r.logits, row, answer) for r in (clean, corrupt, total, direct, later))
-    )
+    own = _run(params, config, corrupt_tokens, _Hooks(clean.heads, where, {layer: -delta}))
+    runs = (clean, corrupt, total, direct, later, own)
+    return PathPatching(*(_mean_D(r.logits, row, answer) for r in runs))
 
 
 class LogitAttribution(NamedTuple):

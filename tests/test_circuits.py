@@ -163,6 +163,20 @@ def test_path_patching_parts_against_a_direct_computation():
     through, _ = block_forward(x1 + delta, params, config, 1, None)
     assert paths.later_blocks == pytest.approx(D(through - delta), abs=1e-12)
     assert paths.corrupt == pytest.approx(D(x2), abs=1e-12)
+
+    # own_ffn: block 0's feed-forward layer reads x_mid + delta, the rest of the stream does not
+    def ffn0(x):  # pre-LN: layer norm 2, then the feed-forward layer (ReLU), written out
+        h = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + config.ln_eps)
+        h = h * params["block0.ln2.gamma"] + params["block0.ln2.beta"]
+        hidden = np.maximum(h @ params["block0.ffn.W_1"] + params["block0.ffn.b_1"], 0)
+        return hidden @ params["block0.ffn.W_2"] + params["block0.ffn.b_2"]
+
+    B, h, T, d_h = r.heads[0].shape
+    attn0 = r.heads[0].transpose(0, 2, 1, 3).reshape(B, T, h * d_h) @ params["block0.attn.W_o"]
+    x_mid = x0 + attn0 + params["block0.attn.b_o"]  # the stream between attention and FFN
+    np.testing.assert_allclose(x_mid + ffn0(x_mid), x1, atol=1e-12)  # the pieces are right
+    own, _ = block_forward(x1 + ffn0(x_mid + delta) - ffn0(x_mid), params, config, 1, None)
+    assert paths.own_ffn == pytest.approx(D(own), abs=1e-12)
     where = np.zeros((2, 2, 6), dtype=bool)
     where[0, k] = True
     patched = Ci.patch_head_outputs(params, config, corrupt, c.heads, where).logits
@@ -181,6 +195,8 @@ def test_path_patching_without_later_blocks_is_all_direct():
     clean, corrupt, answer = _pair(j=1)
     shares = Ci.path_patching(quiet, config, clean, corrupt, (0, 0), 4, answer).shares()
     assert shares["later_blocks"] == pytest.approx(0.0, abs=1e-12)
+    assert shares["own_ffn"] == pytest.approx(0.0, abs=1e-12)
+    assert shares["rest"] == pytest.approx(0.0, abs=1e-12)
     assert shares["direct"] == pytest.approx(shares["total"], abs=1e-12)
 
 
