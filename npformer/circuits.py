@@ -59,9 +59,8 @@ def _check(fn: str, config: DecoderConfig, head: int):
     """The split is exact for a pre-LN model with a learned position table only."""
     if config.ln != "pre" or config.positions != "learned" or not 0 <= head < config.num_heads:
         raise ValueError(
-            f"{fn}: the split needs a pre-LN model with a learned position table and head in "
-            f"0..{config.num_heads - 1}, got ln={config.ln!r}, positions={config.positions!r}, "
-            f"head={head}"
+            f"{fn}: the split needs a pre-LN model with a learned table and head in 0.."
+            f"{config.num_heads - 1}, got ln={config.ln!r}, {config.positions!r}, head={head}"
         )
 
 
@@ -192,8 +191,7 @@ def _check_model(fn: str, config: DecoderConfig):
     if config.ln != "pre" or config.positions != "learned" or not config.final_ln:
         raise ValueError(
             f"{fn}: config must be a pre-LN model with a learned position table and a final "
-            f"layer norm, got ln={config.ln!r}, positions={config.positions!r}, "
-            f"final_ln={config.final_ln}"
+            f"layer norm, got ln={config.ln!r}, {config.positions!r}, final_ln={config.final_ln}"
         )
 
 

@@ -92,9 +92,8 @@ class DecoderConfig:
         odd = self.d_model % 2 if self.positions == "sinusoidal" else self.d_head % 2
         if self.positions in ("sinusoidal", "rope") and odd:
             raise ValueError(
-                f"{fn}: positions={self.positions!r} needs an even d_model (sinusoidal: sin/cos "
-                f"pairs) or d_head (RoPE's rotated pairs), got d_model={self.d_model}, "
-                f"num_heads={self.num_heads}"
+                f"{fn}: positions={self.positions!r} needs an even d_model (sinusoidal) or d_head "
+                f"(RoPE), got d_model={self.d_model}, num_heads={self.num_heads}"
             )
 
     @property

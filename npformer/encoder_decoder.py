@@ -66,12 +66,14 @@ class EncoderDecoderConfig:
 
     def __post_init__(self):
         sizes = (self.vocab_size, self.d_model, self.num_heads, self.d_ff)
-        if min(sizes) < 1 or min(self.num_encoder_layers, self.num_decoder_layers) < 1:
-            raise ValueError(f"EncoderDecoderConfig: every size must be >= 1, got {self}")
-        if self.d_model % self.num_heads or self.d_model % 2:
+        if (
+            min(sizes + (self.num_encoder_layers, self.num_decoder_layers)) < 1
+            or self.d_model % self.num_heads
+            or self.d_model % 2
+        ):
             raise ValueError(
-                f"EncoderDecoderConfig: d_model={self.d_model} must be an even multiple of "
-                f"num_heads={self.num_heads} (sinusoidal positions fill (sin, cos) pairs)"
+                f"EncoderDecoderConfig: every size must be >= 1 and d_model an even multiple of "
+                f"num_heads (sinusoidal positions fill (sin, cos) pairs), got {self}"
             )
         if self.ln not in ("pre", "post") or not self.eps > 0:
             raise ValueError(

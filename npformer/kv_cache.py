@@ -188,7 +188,11 @@ def check_cache(
         )
     if isinstance(cache, RollingKVCache):
         if n > 1 and cache.length + n > max_len:
-            raise ValueError(f"{fn}: a full sliding window takes one new position, got {n}")
+            raise ValueError(
+                f"{fn}: a sliding-window cache of {max_len} slots holding {cache.length} "
+                f"positions takes at most {max(max_len - cache.length, 1)} new positions in "
+                f"one pass, got {n} (cache shape {cache.K.shape}): feed them one at a time"
+            )
     elif cache.length + n > max_len:
         raise ValueError(f"{fn}: {n} new positions overflow the cache of shape {cache.K.shape}")
 

@@ -49,8 +49,7 @@ def _check(fn: str, targets, num_classes: int, smoothing) -> np.ndarray:
     if not 0 <= smoothing < 1 or targets.min() < 0 or targets.max() >= num_classes:
         raise ValueError(
             f"{fn}: smoothing must lie in [0, 1) and targets in [0, {num_classes}), got "
-            f"smoothing={smoothing!r} and targets of shape {targets.shape} in "
-            f"[{targets.min()}, {targets.max()}]"
+            f"{smoothing!r} and targets {targets.shape} in [{targets.min()}, {targets.max()}]"
         )
     return targets
 

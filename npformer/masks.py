@@ -82,6 +82,8 @@ def sliding_window_mask(T, window) -> np.ndarray:
     Each query sees itself and the ``window - 1`` positions before it: what a sliding-window
     cache of ``window`` slots lets a token read (chapter 09's deeper page on the cache's life).
     """
+    if window < 1:  # a window of 0 would hide every key, itself included
+        raise ValueError(f"sliding_window_mask: window must be >= 1, got {window}")
     i, j = np.arange(T)[:, None], np.arange(T)[None, :]
     return (j <= i) & (j > i - window)  # (T, T)
 

@@ -195,8 +195,8 @@ def run_in_child(code: str, setting: str) -> object:
 
     ``code`` must assign a JSON-ready value to the name ``result``. The child starts from this
     process's environment with every allocator variable removed and ``setting``'s added; it
-    reports the allocator variables it saw, and a ValueError is raised unless they are exactly
-    ``ALLOCATOR_SETTINGS[setting]``.
+    reports the allocator variables it saw, and a RuntimeError is raised unless they are exactly
+    ``ALLOCATOR_SETTINGS[setting]`` (or if the child fails): the run, not an argument, is wrong.
     """
     if setting not in ALLOCATOR_SETTINGS:
         raise ValueError(
@@ -210,10 +210,10 @@ def run_in_child(code: str, setting: str) -> object:
         text=True,
     )
     if done.returncode != 0:
-        raise ValueError(f"run_in_child: the child failed under {setting!r}:\n{done.stderr}")
+        raise RuntimeError(f"run_in_child: the child failed under {setting!r}:\n{done.stderr}")
     report = json.loads(done.stdout.strip().splitlines()[-1])
     if report["allocator variables"] != ALLOCATOR_SETTINGS[setting]:
-        raise ValueError(
+        raise RuntimeError(
             f"run_in_child: under {setting!r} the child saw {report['allocator variables']}, "
             f"expected {ALLOCATOR_SETTINGS[setting]}"
         )

@@ -202,6 +202,11 @@ def forward(
         dtype = params["tok_emb"].dtype
         check_cache(fn, cache, config.num_layers, B, config.num_heads, config.d_head, T, dtype)
         start = cache.length
+    if positions is not None and np.ndim(positions) == 2 and config.positions in ("rope", "alibi"):
+        raise ValueError(
+            f"{fn}: positions of shape {np.shape(positions)} (one per row) serve the learned and "
+            f"sinusoidal tables; {config.positions} depends only on distances: give (T,) or None"
+        )
     if positions is None and config.positions == "learned" and start + T > config.max_len:
         window = isinstance(cache, RollingKVCache)
         raise ValueError(
@@ -284,9 +289,9 @@ def decoder_cache(
     Returns a KVCache whose K and V have shape (num_layers, batch, h, max_len or W, d_h).
     """
     if window is not None:
-        if max_len is not None:
+        if max_len is not None or window < 1:
             raise ValueError(
-                f"decoder_cache: give max_len={max_len} or window={window}, not both (a "
+                f"decoder_cache: give max_len={max_len} or window={window} >= 1, not both (a "
                 f"window's slots are its max_len)"
             )
         shape = (config.num_layers, batch, config.num_heads, window, config.d_head, dtype)
@@ -323,13 +328,27 @@ def generate_greedy_with_cache(
     fn = "generate_greedy_with_cache"
     tokens = check_tokens(fn, "start", start, config)
     B, t0 = tokens.shape
-    pad = None if prompt_lengths is None else t0 - np.asarray(prompt_lengths)  # (B,)
+    pad = None
+    if prompt_lengths is not None:  # a length outside [1, t0] would pad a wrong number of slots
+        lengths = np.asarray(prompt_lengths)
+        if lengths.shape != (B,) or lengths.min() < 1 or lengths.max() > t0:
+            raise ValueError(
+                f"{fn}: prompt_lengths must be {B} integers in [1, {t0}] for start of shape "
+                f"({B}, {t0}), got {lengths.tolist()} of shape {lengths.shape}"
+            )
+        pad = t0 - lengths  # (B,)
     if window is not None:
         if window < t0 or pad is not None:
             raise ValueError(
                 f"{fn}: window={window} must hold the prompt, start of shape {tokens.shape}, "
                 f"and is not combined with prompt_lengths"
             )
+    if config.positions == "learned" and t0 + num_new - 1 > config.max_len:
+        raise ValueError(
+            f"{fn}: start of shape {tokens.shape} and num_new={num_new} need "
+            f"{t0 + num_new - 1} positions, more than the {config.max_len} of the table"
+            + ("; a sliding window does not lift that limit" if window else "")
+        )
     out = np.empty((B, num_new), dtype=np.int64)
     dtype = params["tok_emb"].dtype
     if window is None:

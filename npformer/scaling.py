@@ -113,6 +113,10 @@ def measure_scaling(d_k, scale: bool, seed: int, T: int = 64, repetitions: int =
 
     Returns a :class:`ScalingStats`.
     """
+    if min(d_k, T, repetitions) < 1:  # d_k = 0 would divide by zero into NaN statistics
+        raise ValueError(
+            f"measure_scaling: d_k={d_k}, T={T} and repetitions={repetitions} must be >= 1"
+        )
     rng = np.random.default_rng(seed)
     Q = rng.normal(size=(repetitions, T, d_k))  # (r, T, d_k)
     K = rng.normal(size=(repetitions, T, d_k))  # (r, S = T, d_k)
