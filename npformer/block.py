@@ -8,7 +8,7 @@ its backward) is the core of ``npformer.attention``, which the block calls.
 
 Conventions: a linear layer is ``x @ W + b`` with ``W`` of shape (d_in, d_out); forward
 functions return ``(out, cache)`` and backward functions take ``(d_out, cache)``. Every function
-keeps the dtype of its inputs (float32 stays float32) and refuses mixed dtypes.
+keeps the dtype of its inputs (float32 stays float32).
 """
 
 from __future__ import annotations

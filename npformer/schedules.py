@@ -16,8 +16,7 @@ from __future__ import annotations
 def warmup_inverse_sqrt(step, d_model: int, warmup: int, factor: float = 1.0) -> float:
     """The 2017 schedule at ``step`` (counted from 1): factor d^-0.5 min(step^-0.5, step w^-1.5).
 
-    Raises ValueError for a step, d_model or warmup that is not a positive integer, and for a
-    factor that is not a positive number. Returns a Python float.
+    Raises ValueError for a step, d_model or warmup below 1. Returns a Python float.
     """
     if min(step, d_model, warmup) < 1:  # step and warmup are counted from 1
         raise ValueError(
