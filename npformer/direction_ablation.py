@@ -70,10 +70,11 @@ def forward_removing(
     run unchanged. ``attn_mask`` as in ``npformer.model.forward``.
     Shapes: tokens (B, T). Returns logits (B, T, vocab_size) in the parameters' dtype.
     """
+    D = None if directions is None else orthonormal_basis(directions)  # (k, d)
 
     def remove_after_one_block(layer, x):  # x (B, T, d), the stream after block ``layer``
-        if layer == after_block and directions is not None:
-            return remove_directions(x, directions, center)
+        if layer == after_block and D is not None:
+            return remove_directions(x, D, center)
         return x
 
     # the decoder's own forward pass, with the stream edited between two blocks
