@@ -8,7 +8,7 @@ its backward) is the core of ``npformer.attention``, which the block calls.
 
 Conventions: a linear layer is ``x @ W + b`` with ``W`` of shape (d_in, d_out); forward
 functions return ``(out, cache)`` and backward functions take ``(d_out, cache)``. Every function
-keeps the dtype of its inputs (float32 stays float32) and refuses mixed dtypes.
+keeps the dtype of its inputs (float32 stays float32).
 """
 
 from __future__ import annotations
@@ -20,18 +20,9 @@ from typing import NamedTuple
 import numpy as np
 
 from npformer.attention import AttentionCache, HeadsCache, multi_head, multi_head_backward
-from npformer.config import ACTIVATIONS, check_config
+from npformer.config import ACTIVATIONS
 from npformer.positions import alibi_bias, alibi_slopes, apply_rope
 from npformer.reductions import sum_last, sum_rows
-from npformer.validation import (
-    array_dict,
-    float_array,
-    float_dtype,
-    generator,
-    int_at_least,
-    positive_number,
-    same_dtype,
-)
 
 _GELU_C = math.sqrt(2.0 / math.pi)  # Python floats: no promotion
 _GELU_A = 0.044715
@@ -48,37 +39,12 @@ class LayerNormCache(NamedTuple):
     gamma: np.ndarray  # (d,)
 
 
-def _check_layer_norm(fn: str, x, gamma, beta):
-    x = float_array(fn, "x", x)
-    gamma = float_array(fn, "gamma", gamma)
-    beta = float_array(fn, "beta", beta)
-    same_dtype(fn, x=x, gamma=gamma, beta=beta)
-    d = x.shape[-1]
-    if d == 0:
-        raise ValueError(
-            f"{fn}: x of shape {x.shape} has width d = 0: there is nothing to normalize"
-        )
-    if gamma.shape != (d,) or beta.shape != (d,):
-        raise ValueError(
-            f"{fn}: gamma {gamma.shape} and beta {beta.shape} must both have shape ({d},) "
-            f"to match x of shape {x.shape}"
-        )
-    return x, gamma, beta
-
-
 def layer_norm(x, gamma, beta, eps: float = 1e-5):
     """Layer norm over the last axis: gamma * (x - mean) / sqrt(var + eps) + beta.
 
     ``var`` is the biased variance (divide by d), as in Ba et al. (2016) and ``torch``.
     Shapes: x (..., d), gamma (d,), beta (d,). Returns (out (..., d), LayerNormCache).
     """
-    x, gamma, beta = _check_layer_norm("layer_norm", x, gamma, beta)
-    eps = positive_number("layer_norm", "eps", eps)
-    return _layer_norm(x, gamma, beta, eps)
-
-
-def _layer_norm(x, gamma, beta, eps=1e-5):
-    """``layer_norm`` without input checks (the model's hot path)."""
     inv_d = 1.0 / x.shape[-1]
     mean = sum_last(x)  # (..., 1)
     mean *= inv_d
@@ -103,21 +69,6 @@ def layer_norm_backward(d_out, cache: LayerNormCache):
         dgamma = sum over leading axes of d_out * x_hat,  dbeta = sum over leading axes of d_out.
     Shapes: d_out (..., d). Returns (dx (..., d), dgamma (d,), dbeta (d,)).
     """
-    fn = "layer_norm_backward"
-    if not isinstance(cache, LayerNormCache):
-        raise ValueError(f"{fn}: cache must be the LayerNormCache of layer_norm")
-    d_out = float_array(fn, "d_out", d_out)
-    if d_out.shape != cache.x_hat.shape:
-        raise ValueError(
-            f"{fn}: d_out has shape {d_out.shape} but the forward output had shape "
-            f"{cache.x_hat.shape}"
-        )
-    same_dtype(fn, d_out=d_out, x_hat=cache.x_hat)
-    return _layer_norm_backward(d_out, cache)
-
-
-def _layer_norm_backward(d_out, cache):
-    """``layer_norm_backward`` without input checks."""
     x_hat, rstd, gamma = cache
     d = x_hat.shape[-1]
     inv_d = 1.0 / d
@@ -142,7 +93,7 @@ def _layer_norm_backward(d_out, cache):
 
 def relu(x):
     """max(x, 0), keeping the dtype."""
-    return np.maximum(float_array("relu", "x", x), 0)
+    return np.maximum(x, 0)
 
 
 def gelu(x):
@@ -151,10 +102,6 @@ def gelu(x):
     The tanh form is the one GPT-2 and BERT use; ``torch.nn.functional.gelu(x,
     approximate="tanh")`` computes the same function. Keeps the dtype.
     """
-    return _gelu(float_array("gelu", "x", x))
-
-
-def _gelu(x):
     u = x * x  # x^2
     u *= _GELU_A
     u += 1.0
@@ -172,14 +119,6 @@ def gelu_backward(d_out, x):
     With u = c (x + a x^3) and t = tanh(u):
         gelu'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) c (1 + 3 a x^2).
     """
-    fn = "gelu_backward"
-    d_out, x = float_array(fn, "d_out", d_out), float_array(fn, "x", x)
-    if d_out.shape != x.shape:
-        raise ValueError(f"{fn}: d_out has shape {d_out.shape} and x has shape {x.shape}")
-    return _gelu_backward(d_out, x)
-
-
-def _gelu_backward(d_out, x):
     x2 = x * x
     u = x2 * _GELU_A
     u += 1.0
@@ -203,18 +142,13 @@ def _gelu_backward(d_out, x):
 
 def sigmoid(x):
     """1 / (1 + exp(-x)) without overflow: exp only ever sees -|x|; keeps the dtype."""
-    return _sigmoid(float_array("sigmoid", "x", x))
-
-
-def _sigmoid(x):
     e = np.exp(-np.abs(x))  # in (0, 1], never overflows
     return np.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e)).astype(x.dtype, copy=False)
 
 
 def silu(x):
     """x * sigmoid(x) (the "swish" of SwiGLU), keeping the dtype."""
-    x = float_array("silu", "x", x)
-    return x * _sigmoid(x)
+    return x * sigmoid(x)
 
 
 # ----------------------------------------------------------------------------- feed-forward
@@ -239,11 +173,10 @@ def init_feed_forward_params(
     Returns "W_1" (d, d_ff), "b_1" (d_ff,), "W_2" (d_ff, d), "b_2" (d,); SwiGLU adds the gate
     "W_gate" (d, d_ff) and "b_gate" (d_ff,).
     """
-    fn = "init_feed_forward_params"
-    d_model, d_ff = int_at_least(fn, "d_model", d_model), int_at_least(fn, "d_ff", d_ff)
-    generator(fn, rng)
-    _check_activation(fn, activation)
-    dtype = float_dtype(fn, "dtype", dtype)
+    if activation not in ACTIVATIONS:
+        raise ValueError(
+            f"init_feed_forward_params: activation must be one of {ACTIVATIONS}, got {activation!r}"
+        )
     params = {
         "W_1": rng.normal(0.0, 1.0 / math.sqrt(d_model), (d_model, d_ff)),
         "b_1": np.zeros(d_ff),
@@ -258,18 +191,10 @@ def init_feed_forward_params(
 
 def feed_forward_num_params(d_model: int, d_ff: int, activation: str = "relu") -> int:
     """Parameter count of ``feed_forward``: 2 d d_ff + d_ff + d, plus d d_ff + d_ff for SwiGLU."""
-    fn = "feed_forward_num_params"
-    d_model, d_ff = int_at_least(fn, "d_model", d_model), int_at_least(fn, "d_ff", d_ff)
-    _check_activation(fn, activation)
     count = 2 * d_model * d_ff + d_ff + d_model
     if activation == "swiglu":
         count += d_model * d_ff + d_ff
     return count
-
-
-def _check_activation(fn, activation):
-    if activation not in ACTIVATIONS:
-        raise ValueError(f"{fn}: activation must be one of {ACTIVATIONS}, got {activation!r}")
 
 
 def feed_forward(x, params: dict, activation: str = "relu"):
@@ -279,37 +204,14 @@ def feed_forward(x, params: dict, activation: str = "relu"):
     silu(x @ W_1 + b_1) * (x @ W_gate + b_gate) (Shazeer 2020).
     Shapes: x (..., d), W_1 and W_gate (d, d_ff), b_1 and b_gate (d_ff,), W_2 (d_ff, d),
     b_2 (d,). Returns (out (..., d), FeedForwardCache).
-    """
-    fn = "feed_forward"
-    _check_activation(fn, activation)
-    x = float_array(fn, "x", x)
-    array_dict(fn, "params", params)
-    names = ["W_1", "b_1", "W_2", "b_2"] + (["W_gate", "b_gate"] if activation == "swiglu" else [])
-    missing = [n for n in names if n not in params]
-    if missing:
-        raise ValueError(f"{fn}: params lacks {missing} (activation {activation!r})")
-    p = {n: float_array(fn, n, params[n]) for n in names}
-    same_dtype(fn, x=x, **p)
-    d = x.shape[-1]
-    d_ff = p["W_1"].shape[-1]
-    expected = {"W_1": (d, d_ff), "b_1": (d_ff,), "W_2": (d_ff, d), "b_2": (d,)}
-    if activation == "swiglu":
-        expected.update(W_gate=(d, d_ff), b_gate=(d_ff,))
-    for n, shape in expected.items():
-        if p[n].shape != shape:
-            got = ", ".join(f"{k} {p[k].shape}" for k in names)
-            raise ValueError(
-                f"{fn}: x has shape {x.shape}, so {n} must have shape {shape}; got {got}"
-            )
-    return _feed_forward(x, p, activation)
-
-
-def _feed_forward(x, params, activation):
-    """``feed_forward`` without input checks.
 
     The products run on (N, d) matrices, N = every leading axis flattened: one BLAS call
     instead of a loop over the batch, which NumPy's matmul does for (B, T, d) @ (d, d_ff).
     """
+    if activation not in ACTIVATIONS:
+        raise ValueError(
+            f"feed_forward: activation must be one of {ACTIVATIONS}, got {activation!r}"
+        )
     lead, d_ff = x.shape[:-1], params["W_1"].shape[-1]
     x2 = x.reshape(-1, x.shape[-1])  # (N, d)
     pre = x2 @ params["W_1"]  # (N, d_ff)
@@ -318,11 +220,11 @@ def _feed_forward(x, params, activation):
     if activation == "relu":
         hidden = np.maximum(pre, 0)  # (N, d_ff)
     elif activation == "gelu":
-        hidden = _gelu(pre)
+        hidden = gelu(pre)
     else:
         gate = x2 @ params["W_gate"]  # (N, d_ff)
         gate += params["b_gate"]
-        hidden = pre * _sigmoid(pre)  # silu
+        hidden = pre * sigmoid(pre)  # silu
         hidden *= gate
         gate = gate.reshape(lead + (d_ff,))
     out = hidden @ params["W_2"]  # (N, d)
@@ -339,19 +241,6 @@ def feed_forward_backward(d_out, cache: FeedForwardCache):
     dx = d_pre W_1^T (+ d_gate W_gate^T for SwiGLU). Leading axes are summed for the weights.
     Returns (dx (..., d), grads: dict with the same keys and shapes as the params).
     """
-    fn = "feed_forward_backward"
-    if not isinstance(cache, FeedForwardCache):
-        raise ValueError(f"{fn}: cache must be the FeedForwardCache of feed_forward")
-    d_out = float_array(fn, "d_out", d_out)
-    expected = cache.x.shape[:-1] + (cache.params["W_2"].shape[-1],)
-    if d_out.shape != expected:
-        raise ValueError(f"{fn}: d_out has shape {d_out.shape}, the forward output {expected}")
-    same_dtype(fn, d_out=d_out, x=cache.x)
-    return _feed_forward_backward(d_out, cache)
-
-
-def _feed_forward_backward(d_out, cache):
-    """``feed_forward_backward`` without input checks."""
     x, pre, hidden, gate, params, activation = cache
     d, d_ff = params["W_1"].shape
     x2 = x.reshape(-1, d)  # (N, d)
@@ -365,9 +254,9 @@ def _feed_forward_backward(d_out, cache):
         d_pre = d_hidden
         d_pre *= pre > 0  # the kink at 0 gets derivative 0
     elif activation == "gelu":
-        d_pre = _gelu_backward(d_hidden, pre)
+        d_pre = gelu_backward(d_hidden, pre)
     else:
-        sig = _sigmoid(pre)  # (..., d_ff)
+        sig = sigmoid(pre)  # (..., d_ff)
         act = pre * sig  # silu(pre)
         d_gate = d_hidden * act
         # silu'(p) = sig (1 + p (1 - sig))
@@ -551,12 +440,6 @@ def block_parameter_shapes(config, layer: int) -> dict[str, tuple[int, ...]]:
 
     ``config`` is a ``npformer.config.DecoderConfig`` (its d_model, d_ff and activation).
     """
-    check_config("block_parameter_shapes", config)
-    layer = int_at_least("block_parameter_shapes", "layer", layer, minimum=0)
-    if layer >= config.num_layers:
-        raise ValueError(
-            f"block_parameter_shapes: layer {layer} does not exist in {config.num_layers} blocks"
-        )
     d, d_ff, q = config.d_model, config.d_ff, f"block{layer}."
     shapes = {
         q + "ln1.gamma": (d,),
@@ -583,7 +466,6 @@ def block_num_params(config) -> int:
 
     With ReLU or GELU and d_ff = 4 d this is 12 d^2 + 13 d.
     """
-    check_config("block_num_params", config)
     d = config.d_model
     return 4 * d * d + 4 * d + 4 * d + feed_forward_num_params(d, config.d_ff, config.activation)
 
@@ -618,19 +500,19 @@ def block_forward(x, params, config, layer, mask, head_edit=None, kv_cache=None,
     positions = (config.positions, config.rope_scale)
     hooks = dict(head_edit=head_edit, kv_cache=kv_cache, layer=layer, position_ids=position_ids)
     if config.ln == "pre":  # x + f(LN(x))
-        h1, c_ln1 = _layer_norm(x, params[q + "ln1.gamma"], params[q + "ln1.beta"], eps)
+        h1, c_ln1 = layer_norm(x, params[q + "ln1.gamma"], params[q + "ln1.beta"], eps)
         x1, c_attn = _self_attention(h1, *attn_args, *heads, mask, *positions, **hooks)
         x1 += x
-        h2, c_ln2 = _layer_norm(x1, params[q + "ln2.gamma"], params[q + "ln2.beta"], eps)
-        x2, c_ffn = _feed_forward(h2, ffn, config.activation)
+        h2, c_ln2 = layer_norm(x1, params[q + "ln2.gamma"], params[q + "ln2.beta"], eps)
+        x2, c_ffn = feed_forward(h2, ffn, config.activation)
         x2 += x1
     else:  # LN(x + f(x))
         s1, c_attn = _self_attention(x, *attn_args, *heads, mask, *positions, **hooks)
         s1 += x
-        x1, c_ln1 = _layer_norm(s1, params[q + "ln1.gamma"], params[q + "ln1.beta"], eps)
-        s2, c_ffn = _feed_forward(x1, ffn, config.activation)
+        x1, c_ln1 = layer_norm(s1, params[q + "ln1.gamma"], params[q + "ln1.beta"], eps)
+        s2, c_ffn = feed_forward(x1, ffn, config.activation)
         s2 += x1
-        x2, c_ln2 = _layer_norm(s2, params[q + "ln2.gamma"], params[q + "ln2.beta"], eps)
+        x2, c_ln2 = layer_norm(s2, params[q + "ln2.gamma"], params[q + "ln2.beta"], eps)
     return x2, BlockCache(c_ln1, c_attn, c_ln2, c_ffn)
 
 
@@ -645,20 +527,20 @@ def block_backward(dx2, cache, params, config, layer, grads):
     c_ln1, c_attn, c_ln2, c_ffn = cache
     W_qkv, W_o = params[a + "W_qkv"], params[a + "W_o"]
     if config.ln == "pre":
-        dh2, g_ffn = _feed_forward_backward(dx2, c_ffn)  # x2 = x1 + f(LN2(x1))
-        dx1, dgamma, dbeta = _layer_norm_backward(dh2, c_ln2)
+        dh2, g_ffn = feed_forward_backward(dx2, c_ffn)  # x2 = x1 + f(LN2(x1))
+        dx1, dgamma, dbeta = layer_norm_backward(dh2, c_ln2)
         _store_ln(grads, q + "ln2", dgamma, dbeta)
         dx1 += dx2
         dh1 = _self_attention_backward(dx1, c_attn, W_qkv, W_o, grads, a)  # x1 = x + att(LN1(x))
-        dx, dgamma, dbeta = _layer_norm_backward(dh1, c_ln1)
+        dx, dgamma, dbeta = layer_norm_backward(dh1, c_ln1)
         _store_ln(grads, q + "ln1", dgamma, dbeta)
         dx += dx1
     else:
-        ds2, dgamma, dbeta = _layer_norm_backward(dx2, c_ln2)  # x2 = LN2(x1 + f(x1))
+        ds2, dgamma, dbeta = layer_norm_backward(dx2, c_ln2)  # x2 = LN2(x1 + f(x1))
         _store_ln(grads, q + "ln2", dgamma, dbeta)
-        dx1, g_ffn = _feed_forward_backward(ds2, c_ffn)
+        dx1, g_ffn = feed_forward_backward(ds2, c_ffn)
         dx1 += ds2
-        ds1, dgamma, dbeta = _layer_norm_backward(dx1, c_ln1)  # x1 = LN1(x + att(x))
+        ds1, dgamma, dbeta = layer_norm_backward(dx1, c_ln1)  # x1 = LN1(x + att(x))
         _store_ln(grads, q + "ln1", dgamma, dbeta)
         dx = _self_attention_backward(ds1, c_attn, W_qkv, W_o, grads, a)
         dx += ds1
@@ -672,12 +554,12 @@ def final_norm(x, params, config):
 
     No input checks: the decoder's entry points check once. Returns (out (..., d), cache).
     """
-    return _layer_norm(x, params["ln_f.gamma"], params["ln_f.beta"], config.ln_eps)
+    return layer_norm(x, params["ln_f.gamma"], params["ln_f.beta"], config.ln_eps)
 
 
 def final_norm_backward(d_out, cache, grads):
     """Backward of ``final_norm``: writes grads["ln_f.gamma"] and grads["ln_f.beta"], returns
     dL/dx (..., d)."""
-    dx, dgamma, dbeta = _layer_norm_backward(d_out, cache)
+    dx, dgamma, dbeta = layer_norm_backward(d_out, cache)
     _store_ln(grads, "ln_f", dgamma, dbeta)
     return dx

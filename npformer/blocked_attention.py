@@ -26,8 +26,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.validation import attention_inputs, flag, float_array, int_at_least, same_dtype
-
 
 class BlockedAttentionCache(NamedTuple):
     """What ``blocked_attention_backward`` needs: inputs, output and one statistic per row."""
@@ -44,18 +42,13 @@ class BlockedAttentionCache(NamedTuple):
 
 
 def _check_inputs(fn: str, Q, K, V, causal: bool):
-    Q, K, V, _ = attention_inputs(fn, Q, K, V)
-    flag(fn, "causal", causal)
-    if Q.shape[:-2] != K.shape[:-2]:
+    """Equal leading axes (no broadcasting) and, with a causal mask, S >= T (else some
+    queries would see no key)."""
+    Q, K, V = np.asarray(Q), np.asarray(K), np.asarray(V)
+    if Q.shape[:-2] != K.shape[:-2] or (causal and K.shape[-2] < Q.shape[-2]):
         raise ValueError(
-            f"{fn}: the leading axes of Q {Q.shape} and K {K.shape} must be equal (this "
-            f"function does not broadcast them)"
-        )
-    T, S = Q.shape[-2], K.shape[-2]
-    if causal and S < T:
-        raise ValueError(
-            f"{fn}: a causal mask needs S >= T (the queries are the last T of S positions), "
-            f"got Q {Q.shape} and K {K.shape}"
+            f"{fn}: Q {Q.shape} and K {K.shape} must have equal leading axes (this function "
+            f"does not broadcast them) and, with causal=True, S >= T"
         )
     return Q, K, V
 
@@ -76,9 +69,6 @@ def blocked_attention(Q, K, V, causal: bool = True, scale: bool = True, block_q=
     """
     fn = "blocked_attention"
     Q, K, V = _check_inputs(fn, Q, K, V, causal)
-    block_q = int_at_least(fn, "block_q", block_q)
-    block_k = int_at_least(fn, "block_k", block_k)
-    flag(fn, "scale", scale)
     factor = 1.0 / math.sqrt(Q.shape[-1]) if scale else 1.0
     lead, T, d_v = Q.shape[:-2], Q.shape[-2], V.shape[-1]
     out = np.empty(lead + (T, d_v), dtype=Q.dtype)  # (..., T, d_v)
@@ -120,11 +110,7 @@ def tile_counts(T: int, S: int | None = None, causal: bool = True, block_q=128, 
     Returns a :class:`TileCounts`.
     """
     fn = "tile_counts"
-    T = int_at_least(fn, "T", T)
-    S = T if S is None else int_at_least(fn, "S", S)
-    block_q = int_at_least(fn, "block_q", block_q)
-    block_k = int_at_least(fn, "block_k", block_k)
-    flag(fn, "causal", causal)
+    S = T if S is None else S
     if causal and S < T:
         raise ValueError(f"{fn}: a causal mask needs S >= T, got T={T} and S={S}")
     block_q, block_k = min(block_q, T), min(block_k, S)
@@ -192,16 +178,8 @@ def blocked_attention_backward(d_out, cache: BlockedAttentionCache):
     summed over tiles; rowsum(dP * P) = D because O = P V, so no T x S product is needed.
     Shapes: d_out (..., T, d_v). Returns (dQ like Q, dK like K, dV like V).
     """
-    fn = "blocked_attention_backward"
-    d_out = float_array(fn, "d_out", d_out, min_rank=2)
-    if not isinstance(cache, BlockedAttentionCache):
-        raise ValueError(f"{fn}: cache must be the BlockedAttentionCache of blocked_attention")
-    Q, K, V, out = cache.Q, cache.K, cache.V, cache.out
-    if d_out.shape != out.shape:
-        raise ValueError(
-            f"{fn}: d_out has shape {d_out.shape} but the forward output had shape {out.shape}"
-        )
-    same_dtype(fn, d_out=d_out, Q=Q)
+    d_out = np.asarray(d_out)
+    Q, K, V, _out = cache.Q, cache.K, cache.V, cache.out
     dQ, dK, dV = np.empty_like(Q), np.empty_like(K), np.empty_like(V)
     for b in np.ndindex(*Q.shape[:-2]):
         _backward_2d(d_out[b], cache, b, dQ[b], dK[b], dV[b])

@@ -17,14 +17,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.validation import float_array, int_at_least, number_array
-
-
-def _scores(fn: str, name: str, x) -> np.ndarray:
-    """0/1 or fractional scores as float64: numbers or bools, nothing else."""
-    arr = np.asarray(x)
-    return (arr if arr.dtype == np.bool_ else number_array(fn, name, arr)).astype(float)
-
 
 class Interval(NamedTuple):
     """A point estimate and its percentile bootstrap interval."""
@@ -32,25 +24,6 @@ class Interval(NamedTuple):
     estimate: float
     low: float
     high: float
-
-
-def _check_accuracies(fn: str, name: str, accuracies) -> np.ndarray:
-    a = float_array(fn, name, _scores(fn, name, accuracies))
-    if a.ndim != 1 or a.size < 2:
-        raise ValueError(f"{fn}: {name} must be a 1-d array of >= 2 runs, got shape {a.shape}")
-    if (a < 0).any() or (a > 1).any():
-        raise ValueError(f"{fn}: {name} must lie in [0, 1], got values in [{a.min()}, {a.max()}]")
-    return a
-
-
-def _check_common(fn: str, n, resamples, level):
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise ValueError(f"{fn}: n must be a positive integer (prompts per run), got {n!r}")
-    ok = not isinstance(resamples, bool) and isinstance(resamples, (int, np.integer))
-    if not ok or resamples < 1000:
-        raise ValueError(f"{fn}: resamples must be an integer >= 1000, got {resamples!r}")
-    if not (isinstance(level, float) and 0 < level < 1):
-        raise ValueError(f"{fn}: level must be a float in (0, 1), got {level!r}")
 
 
 def resampled_means(accuracies, n: int, rng: np.random.Generator, resamples: int = 2000):
@@ -74,9 +47,7 @@ def mean_interval(
     accuracies, n: int, seed: int = 0, resamples: int = 2000, level: float = 0.95
 ) -> Interval:
     """The mean accuracy over runs and its two-stage percentile bootstrap interval."""
-    _check_common("mean_interval", n, resamples, level)
-    a = _check_accuracies("mean_interval", "accuracies", accuracies)
-    seed = int_at_least("mean_interval", "seed", seed, minimum=0)
+    a = np.asarray(accuracies, dtype=float)
     draws = resampled_means(a, n, np.random.default_rng(seed), resamples)
     return Interval(float(a.mean()), *percentile_interval(draws, level))
 
@@ -85,11 +56,8 @@ def difference_interval(
     first, second, n: int, seed: int = 0, resamples: int = 2000, level: float = 0.95
 ) -> Interval:
     """mean(first) - mean(second) and its interval; the two groups are redrawn independently."""
-    fn = "difference_interval"
-    _check_common(fn, n, resamples, level)
-    a = _check_accuracies(fn, "first", first)
-    b = _check_accuracies(fn, "second", second)
-    rng = np.random.default_rng(int_at_least(fn, "seed", seed, minimum=0))
+    a, b = np.asarray(first, dtype=float), np.asarray(second, dtype=float)
+    rng = np.random.default_rng(seed)
     draws = resampled_means(a, n, rng, resamples) - resampled_means(b, n, rng, resamples)
     return Interval(float(a.mean() - b.mean()), *percentile_interval(draws, level))
 
@@ -103,12 +71,12 @@ def item_mean_interval(
     answer's tokens that are right) in each of S runs. Each resample draws S runs with
     replacement, then n items with replacement within each drawn run.
     """
-    fn = "item_mean_interval"
-    v = float_array(fn, "values", _scores(fn, "values", values), min_rank=2)
-    if v.ndim != 2 or v.shape[0] < 2 or v.shape[1] < 1:
-        raise ValueError(f"{fn}: values must have shape (S, n) with S >= 2 runs, got {v.shape}")
-    _check_common(fn, v.shape[1], resamples, level)
-    rng = np.random.default_rng(int_at_least(fn, "seed", seed, minimum=0))
+    v = np.asarray(values, dtype=float)
+    if v.ndim != 2 or v.shape[0] < 2:  # one run would give an interval of width zero
+        raise ValueError(
+            f"item_mean_interval: values must have shape (S, n) with S >= 2 runs, got {v.shape}"
+        )
+    rng = np.random.default_rng(seed)
     S, n = v.shape
     draws = np.empty(resamples)
     for start in range(0, resamples, 250):

@@ -40,8 +40,7 @@ from typing import NamedTuple
 import numpy as np
 
 from npformer.interventions import logit_difference
-from npformer.model import DecoderConfig, check_tokens, forward, parameter_shapes
-from npformer.validation import number_array
+from npformer.model import DecoderConfig, forward
 
 
 class QKTerms(NamedTuple):
@@ -56,32 +55,12 @@ class QKTerms(NamedTuple):
         return self.token_token + self.position_position + self.cross + self.constant
 
 
-def _check_config_type(fn: str, config) -> None:
-    if not isinstance(config, DecoderConfig):
-        raise ValueError(f"{fn}: config must be a DecoderConfig, got {type(config).__name__}")
-
-
-def _check_params(fn: str, params, config: DecoderConfig) -> None:
-    if not isinstance(params, Mapping):
-        raise ValueError(f"{fn}: params must be a dict name -> array, got {type(params).__name__}")
-    missing = sorted(set(parameter_shapes(config)) - set(params))
-    if missing:
-        raise ValueError(f"{fn}: params lack {missing} needed by the config")
-
-
-def _check(fn: str, params: Mapping, config: DecoderConfig, head: int):
-    _check_config_type(fn, config)
-    if config.ln != "pre" or not config.positions:
+def _check(fn: str, config: DecoderConfig, head: int):
+    """The split is exact for a pre-LN model with a learned position table only."""
+    if config.ln != "pre" or config.positions != "learned" or not 0 <= head < config.num_heads:
         raise ValueError(
-            f"{fn}: the split needs a pre-LN model with a learned position table, got "
-            f"ln={config.ln!r}, positions={config.positions}"
-        )
-    _check_params(fn, params, config)
-    if isinstance(head, bool) or not isinstance(head, (int, np.integer)):
-        raise ValueError(f"{fn}: head must be an integer, got {head!r}")
-    if not 0 <= head < config.num_heads:
-        raise ValueError(
-            f"{fn}: head {head} is outside 0..{config.num_heads - 1} (num_heads={config.num_heads})"
+            f"{fn}: the split needs a pre-LN model with a learned table and head in 0.."
+            f"{config.num_heads - 1}, got ln={config.ln!r}, {config.positions!r}, head={head}"
         )
 
 
@@ -96,8 +75,8 @@ def qk_terms(params: Mapping, config: DecoderConfig, tokens, head: int) -> QKTer
     divided by sqrt(d_h) when the config scales) whose sum equals the head's scores.
     """
     fn = "qk_terms"
-    _check(fn, params, config, head)
-    tokens = check_tokens(fn, "tokens", tokens, config)
+    _check(fn, config, head)
+    tokens = np.asarray(tokens)
     T = tokens.shape[1]
     d, h = config.d_model, config.num_heads
     d_h = d // h
@@ -141,22 +120,8 @@ def ov_circuit(params: Mapping, config: DecoderConfig, head: int, positions, sym
     positive number per position and is left out. Shapes: positions (P,), symbols (n,)
     integer. Returns (n, n), rows and columns in the order of ``symbols``.
     """
-    fn = "ov_circuit"
-    _check(fn, params, config, head)
     positions = np.asarray(positions)
     symbols = np.asarray(symbols)
-    for name, arr, high in (
-        ("positions", positions, config.max_len),
-        ("symbols", symbols, config.vocab_size),
-    ):
-        if (
-            arr.ndim != 1
-            or arr.size == 0
-            or not np.issubdtype(arr.dtype, np.integer)
-            or arr.min() < 0
-            or arr.max() >= high
-        ):
-            raise ValueError(f"{fn}: {name} must be a non-empty 1-D array of ids in [0, {high})")
     d, h = config.d_model, config.num_heads
     d_h = d // h
     x = params["tok_emb"][symbols][:, None, :] + params["pos_emb"][positions][None]  # (n, P, d)
@@ -178,9 +143,7 @@ def copying_score(circuit) -> float:
     The matrix is centered along its rows first, so a logit added to every symbol alike (which
     changes no probability) does not count as copying.
     """
-    m = number_array("copying_score", "circuit", circuit).astype(float)
-    if m.ndim != 2 or m.shape[0] != m.shape[1] or m.shape[0] < 2 or not np.isfinite(m).all():
-        raise ValueError(f"copying_score: circuit must be a finite square matrix, got {m.shape}")
+    m = np.asarray(circuit, dtype=float)
     eig = np.linalg.eigvals(_centered(m))
     size = np.abs(eig).sum()
     return float(eig.real.sum() / size) if size > 0 else 0.0  # a constant matrix copies nothing
@@ -223,15 +186,13 @@ class _Hooks:
         return x + self.residual_add[layer] if layer in self.residual_add else x
 
 
-def _check_model(fn: str, params: Mapping, config: DecoderConfig):
-    _check_config_type(fn, config)
+def _check_model(fn: str, config: DecoderConfig):
+    """Patching and attribution read a pre-LN model with a learned table and a final norm."""
     if config.ln != "pre" or config.positions != "learned" or not config.final_ln:
         raise ValueError(
             f"{fn}: config must be a pre-LN model with a learned position table and a final "
-            f"layer norm, got ln={config.ln!r}, positions={config.positions!r}, "
-            f"final_ln={config.final_ln}"
+            f"layer norm, got ln={config.ln!r}, {config.positions!r}, final_ln={config.final_ln}"
         )
-    _check_params(fn, params, config)
 
 
 def _run(params, config, tokens, hooks=None) -> Run:
@@ -248,35 +209,7 @@ def record_run(params: Mapping, config: DecoderConfig, tokens) -> Run:
     Shapes: tokens (B, T) integer ids. Returns Run(logits (B, T, vocab_size), heads: one
     (B, h, T, d_h) array per layer, cache: the forward pass's DecoderCache).
     """
-    fn = "record_run"
-    _check_model(fn, params, config)
-    return _run(params, config, check_tokens(fn, "tokens", tokens, config))
-
-
-def _check_where(fn, where, config, T):
-    where = np.asarray(where)
-    shape = (config.num_layers, config.num_heads, T)
-    if where.dtype != np.bool_ or where.shape != shape:
-        raise ValueError(
-            f"{fn}: where must be a bool array of shape (layers, heads, T) = {shape}, got "
-            f"dtype {where.dtype} and shape {where.shape}"
-        )
-    return where
-
-
-def _check_source(fn, source, config, B, T):
-    d_h = config.d_model // config.num_heads
-    shape = (B, config.num_heads, T, d_h)
-    if (
-        not isinstance(source, (list, tuple))
-        or len(source) != config.num_layers
-        or any(np.shape(s) != shape for s in source)
-    ):
-        raise ValueError(
-            f"{fn}: source must hold one (B, h, T, d_h) = {shape} array per layer "
-            f"({config.num_layers}), the heads of a Run on tokens of the same shape"
-        )
-    return source
+    return _run(params, config, np.asarray(tokens))
 
 
 def patch_head_outputs(params: Mapping, config: DecoderConfig, tokens, source, where) -> Run:
@@ -289,38 +222,7 @@ def patch_head_outputs(params: Mapping, config: DecoderConfig, tokens, source, w
     (``record_run(...).heads`` of another input); where (num_layers, h, T) bool.
     Returns the patched Run.
     """
-    fn = "patch_head_outputs"
-    _check_model(fn, params, config)
-    tokens = check_tokens(fn, "tokens", tokens, config)
-    B, T = tokens.shape
-    where = _check_where(fn, where, config, T)
-    source = _check_source(fn, source, config, B, T)
-    return _run(params, config, tokens, _Hooks(source, where))
-
-
-def _check_pair(fn, config, clean_tokens, corrupt_tokens, row, answer):
-    clean_tokens = check_tokens(fn, "clean_tokens", clean_tokens, config)
-    corrupt_tokens = check_tokens(fn, "corrupt_tokens", corrupt_tokens, config)
-    B, T = clean_tokens.shape
-    if corrupt_tokens.shape != (B, T):
-        raise ValueError(
-            f"{fn}: corrupt_tokens has shape {corrupt_tokens.shape}, clean_tokens {(B, T)}; "
-            f"they must match"
-        )
-    if isinstance(row, bool) or not isinstance(row, (int, np.integer)) or not 0 <= row < T:
-        raise ValueError(f"{fn}: row must be a position in [0, {T}), got {row!r}")
-    answer = np.asarray(answer)
-    if (
-        answer.shape != (B,)
-        or not np.issubdtype(answer.dtype, np.integer)
-        or answer.min() < 0
-        or answer.max() >= config.vocab_size
-    ):
-        raise ValueError(
-            f"{fn}: answer must be {B} token ids in [0, {config.vocab_size}), one per prompt, "
-            f"got shape {answer.shape} and dtype {answer.dtype}"
-        )
-    return clean_tokens, corrupt_tokens, int(row), answer
+    return _run(params, config, np.asarray(tokens), _Hooks(source, np.asarray(where)))
 
 
 def _mean_D(logits, row, answer) -> float:
@@ -350,11 +252,8 @@ def head_position_patching(
     Shapes: clean_tokens and corrupt_tokens (B, T); answer (B,) ids.
     Returns PatchingMap(patched (num_layers, h, T), clean, corrupt).
     """
-    fn = "head_position_patching"
-    _check_model(fn, params, config)
-    clean_tokens, corrupt_tokens, row, answer = _check_pair(
-        fn, config, clean_tokens, corrupt_tokens, row, answer
-    )
+    _check_model("head_position_patching", config)
+    clean_tokens, answer = np.asarray(clean_tokens), np.asarray(answer)
     T = clean_tokens.shape[1]
     clean = _run(params, config, clean_tokens)
     corrupt = _run(params, config, corrupt_tokens)
@@ -418,16 +317,8 @@ def path_patching(
     Shapes: clean_tokens, corrupt_tokens (B, T); answer (B,). Returns PathPatching (means).
     """
     fn = "path_patching"
-    _check_model(fn, params, config)
-    clean_tokens, corrupt_tokens, row, answer = _check_pair(
-        fn, config, clean_tokens, corrupt_tokens, row, answer
-    )
-    if not (
-        isinstance(head, (tuple, list))
-        and len(head) == 2
-        and all(isinstance(i, (int, np.integer)) and not isinstance(i, bool) for i in head)
-    ):
-        raise ValueError(f"{fn}: head must be a (layer, head) pair of integers, got {head!r}")
+    _check_model(fn, config)
+    clean_tokens, answer = np.asarray(clean_tokens), np.asarray(answer)
     layer, k = (int(i) for i in head)
     last = config.num_layers - 1
     if not (0 <= layer < last and 0 <= k < config.num_heads):
@@ -476,9 +367,8 @@ def direct_logit_attribution(
     ``npformer.interventions.logit_difference``. Shapes: tokens (B, T); answer (B,).
     Returns LogitAttribution(names, values (B, C), logit_difference (B,), rival (B,)).
     """
-    fn = "direct_logit_attribution"
-    _check_model(fn, params, config)
-    tokens, _, row, answer = _check_pair(fn, config, tokens, tokens, row, answer)
+    _check_model("direct_logit_attribution", config)
+    tokens, answer = np.asarray(tokens), np.asarray(answer)
     B = tokens.shape[0]
     run = _run(params, config, tokens)
     logits = run.logits[:, row]  # (B, V)
@@ -487,17 +377,6 @@ def direct_logit_attribution(
         others[np.arange(B), answer] = -np.inf
         rival = others.argmax(axis=-1)  # (B,)
     rival = np.asarray(rival)
-    if (
-        rival.shape != (B,)
-        or not np.issubdtype(rival.dtype, np.integer)
-        or rival.min() < 0
-        or rival.max() >= config.vocab_size
-        or (rival == answer).any()
-    ):
-        raise ValueError(
-            f"{fn}: rival must be {B} token ids in [0, {config.vocab_size}), none equal to its "
-            f"answer, got shape {rival.shape} and dtype {rival.dtype}"
-        )
     d, h = config.d_model, config.num_heads
     d_h = d // h
     parts = {
@@ -542,27 +421,7 @@ def prefix_matching_scores(
     key i + 1, averaged over the repeat's positions and ``batch`` sequences (seeded).
     Returns (num_layers, h).
     """
-    fn = "prefix_matching_scores"
-    _check_model(fn, params, config)
-    for name, value, low in (
-        ("first", first, 2),
-        ("repeat", repeat, 1),
-        ("symbols", symbols, 2),
-        ("batch", batch, 1),
-        ("seed", seed, 0),
-    ):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
-            raise ValueError(f"{fn}: {name} must be an integer >= {low}, got {value!r}")
-    if repeat > first or first + repeat > config.max_len:
-        raise ValueError(
-            f"{fn}: first={first}, repeat={repeat} must have repeat <= first and first + "
-            f"repeat <= max_len = {config.max_len}"
-        )
-    if not first <= symbols <= config.vocab_size:
-        raise ValueError(
-            f"{fn}: symbols={symbols} must lie in [first, vocab_size] = "
-            f"[{first}, {config.vocab_size}] so that the first part has no repeated symbol"
-        )
+    _check_model("prefix_matching_scores", config)
     rng = np.random.default_rng(seed)
     part = np.argsort(rng.random((batch, symbols)), axis=1)[:, :first]  # (batch, first)
     tokens = np.concatenate([part, part[:, :repeat]], axis=1)  # (batch, first + repeat)

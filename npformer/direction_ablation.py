@@ -22,23 +22,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from npformer.model import DecoderConfig, check_tokens, forward, parameter_shapes
+from npformer.model import DecoderConfig, forward
 from npformer.train import generate
-from npformer.validation import bool_mask, float_array, generator, int_at_least
 
 
 def orthonormal_basis(directions) -> np.ndarray:
     """An orthonormal basis (k, d) of the span of the rows of ``directions`` (k, d), rank k."""
-    fn = "orthonormal_basis"
-    D = float_array(fn, "directions", directions, min_rank=2).astype(np.float64)
-    if D.ndim != 2 or D.shape[0] < 1 or D.shape[0] > D.shape[1]:
-        raise ValueError(f"{fn}: directions must have shape (k, d) with 1 <= k <= d, got {D.shape}")
+    D = np.asarray(directions, dtype=np.float64)
     Q, R = np.linalg.qr(D.T)  # (d, k), (k, k)
     diag = np.abs(np.diag(R))
-    if diag.min() <= 1e-10 * max(diag.max(), 1e-300):
-        raise ValueError(
-            f"{fn}: the {D.shape[0]} directions of shape {D.shape} are not independent"
-        )
+    if diag.min() <= 1e-10 * max(diag.max(), 1e-300):  # else Q holds a spurious direction
+        raise ValueError(f"orthonormal_basis: the directions of shape {D.shape} are dependent")
     return Q.T  # (k, d)
 
 
@@ -48,54 +42,16 @@ def remove_directions(x, directions, center=None) -> np.ndarray:
     ``directions`` need not be orthonormal (an orthonormal basis of their span is used);
     ``center`` (d,) defaults to zero. Keeps the dtype of ``x``.
     """
-    fn = "remove_directions"
-    x = float_array(fn, "x", x)
-    D = float_array(fn, "directions", directions, min_rank=2)
-    if D.ndim != 2 or D.shape[1] != x.shape[-1]:
-        raise ValueError(
-            f"{fn}: directions must have shape (k, {x.shape[-1]}) to match x {x.shape}, "
-            f"got {D.shape}"
-        )
-    c = np.zeros(x.shape[-1]) if center is None else float_array(fn, "center", center)
-    if c.shape != (x.shape[-1],):
-        raise ValueError(f"{fn}: center must have shape ({x.shape[-1]},), got {c.shape}")
-    Q = orthonormal_basis(D)  # (k, d)
+    x = np.asarray(x)
+    c = 0.0 if center is None else np.asarray(center)
+    Q = orthonormal_basis(directions)  # (k, d)
     coords = (x.astype(np.float64) - c) @ Q.T  # (..., k)
     return (x - coords @ Q).astype(x.dtype)  # (..., d)
 
 
 def random_directions(rng: np.random.Generator, k: int, d: int) -> np.ndarray:
     """``k`` orthonormal directions of R^d drawn uniformly (QR of a Gaussian matrix): (k, d)."""
-    generator("random_directions", rng)
-    d = int_at_least("random_directions", "d", d)
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= d:
-        raise ValueError(f"random_directions: k must be an integer in [1, d={d}], got {k!r}")
     return orthonormal_basis(rng.normal(size=(k, d)))
-
-
-def _check(fn, params, config, after_block, directions, center):
-    if not isinstance(config, DecoderConfig):
-        raise ValueError(f"{fn}: config must be a DecoderConfig, got {type(config).__name__}")
-    shapes = parameter_shapes(config)
-    if not isinstance(params, dict) or any(name not in params for name in shapes):
-        raise ValueError(f"{fn}: params must hold the {len(shapes)} parameters of the config")
-    ok = not isinstance(after_block, bool) and isinstance(after_block, (int, np.integer))
-    if not ok or not 0 <= after_block < config.num_layers:
-        raise ValueError(
-            f"{fn}: after_block must be a block index in [0, {config.num_layers}), "
-            f"got {after_block!r}"
-        )
-    if directions is None:
-        return None, None
-    D = orthonormal_basis(directions)
-    if D.shape[1] != config.d_model:
-        raise ValueError(
-            f"{fn}: directions have shape {D.shape}; the model's width is {config.d_model}"
-        )
-    c = np.zeros(config.d_model) if center is None else float_array(fn, "center", center)
-    if c.shape != (config.d_model,):
-        raise ValueError(f"{fn}: center must have shape ({config.d_model},), got {c.shape}")
-    return D, c
 
 
 def forward_removing(
@@ -114,18 +70,11 @@ def forward_removing(
     run unchanged. ``attn_mask`` as in ``npformer.model.forward``.
     Shapes: tokens (B, T). Returns logits (B, T, vocab_size) in the parameters' dtype.
     """
-    fn = "forward_removing"
-    D, c = _check(fn, params, config, after_block, directions, center)
-    tokens = check_tokens(fn, "tokens", tokens, config)
-    B, T = tokens.shape
-    if attn_mask is not None:
-        attn_mask = bool_mask(
-            fn, attn_mask, (B, config.num_heads, T, T), "scores of shape", "attn_mask"
-        )
+    D = None if directions is None else orthonormal_basis(directions)  # (k, d)
 
     def remove_after_one_block(layer, x):  # x (B, T, d), the stream after block ``layer``
         if layer == after_block and D is not None:
-            return remove_directions(x, D, c)
+            return remove_directions(x, D, center)
         return x
 
     # the decoder's own forward pass, with the stream edited between two blocks
@@ -146,8 +95,6 @@ def generate_removing(
 
     Shapes: start (B, t0) integer. Returns the generated tokens, (B, num_new) int64.
     """  # fmt: skip
-    _check("generate_removing", params, config, after_block, directions, center)
-    check_tokens("generate_removing", "start", start, config)
     return generate(
         lambda tokens: forward_removing(params, config, tokens, after_block, directions, center),
         start,

@@ -22,7 +22,6 @@ Weight convention of the book: a linear layer is ``x @ W + b`` with ``W`` of sha
 from __future__ import annotations
 
 import math
-import operator
 from dataclasses import dataclass
 from typing import NamedTuple
 
@@ -42,22 +41,6 @@ from npformer.multi_head import (
     multi_head_attention_backward,
 )
 from npformer.positions import add_positions, sinusoidal_positions
-from npformer.validation import (
-    array_dict,
-    bool_mask,
-    divisible,
-    flag,
-    float_array,
-    float_dtype,
-    generator,
-    int_at_least,
-    positive_number,
-)
-
-
-def _check_ln(fn: str, ln) -> None:
-    if not isinstance(ln, str) or ln not in ("pre", "post"):
-        raise ValueError(f"{fn}: ln must be 'pre' or 'post', got {ln!r}")
 
 
 @dataclass(frozen=True)
@@ -82,28 +65,21 @@ class EncoderDecoderConfig:
     ln: str = "post"  # "post": LN(x + f(x)), as in 2017; "pre": x + f(LN(x))
 
     def __post_init__(self):
-        fn = "EncoderDecoderConfig"
-        for name in (
-            "vocab_size",
-            "d_model",
-            "num_heads",
-            "d_ff",
-            "num_encoder_layers",
-            "num_decoder_layers",
+        sizes = (self.vocab_size, self.d_model, self.num_heads, self.d_ff)
+        if (
+            min(sizes + (self.num_encoder_layers, self.num_decoder_layers)) < 1
+            or self.d_model % self.num_heads
+            or self.d_model % 2
         ):
-            int_at_least(fn, name, getattr(self, name))
-        divisible(fn, self.d_model, self.num_heads)
-        if self.d_model % 2:
             raise ValueError(
-                f"{fn}: d_model={self.d_model} must be even: the sinusoidal positions fill "
-                f"columns in (sin, cos) pairs"
+                f"EncoderDecoderConfig: every size must be >= 1 and d_model an even multiple of "
+                f"num_heads (sinusoidal positions fill (sin, cos) pairs), got {self}"
             )
-        eps = self.eps
-        if isinstance(eps, bool) or not isinstance(eps, (int, float, np.number)) or not eps > 0:
-            raise ValueError(f"{fn}: eps must be positive, got {eps!r}")
-        positive_number(fn, "eps", eps)  # and finite
-        flag(fn, "final_norm", self.final_norm)
-        _check_ln(fn, self.ln)
+        if self.ln not in ("pre", "post") or not self.eps > 0:
+            raise ValueError(
+                f"EncoderDecoderConfig: ln must be 'pre' or 'post' and eps > 0, got "
+                f"ln={self.ln!r}, eps={self.eps!r}"
+            )
 
 
 #: The 2017 base model (Vaswani et al., Table 3): 6 + 6 layers, d = 512, 8 heads, d_ff = 2048,
@@ -150,13 +126,6 @@ def init_encoder_decoder_params(
 
     Returns the dict.
     """
-    if not isinstance(config, EncoderDecoderConfig):
-        raise ValueError(
-            f"init_encoder_decoder_params: config must be an EncoderDecoderConfig, got "
-            f"{type(config).__name__}"
-        )
-    generator("init_encoder_decoder_params", rng)
-    dtype = float_dtype("init_encoder_decoder_params", "dtype", dtype)
     d, d_ff = config.d_model, config.d_ff
     params = {
         "embedding": (rng.standard_normal((config.vocab_size, d)) / math.sqrt(d)).astype(dtype),
@@ -193,7 +162,6 @@ def named_parameters(params) -> list[tuple[str, np.ndarray]]:
     Walks dicts in insertion order and lists by index. Returns a list of (name, array); the
     arrays are the dict's own (not copies), so updating them in place updates the model.
     """
-    array_dict("named_parameters", "params", params)
     out = []
 
     def walk(prefix: str, node) -> None:
@@ -227,10 +195,6 @@ def parameter_count(config: EncoderDecoderConfig) -> dict[str, int]:
     Returns a dict with "embedding", "encoder_layer", "decoder_layer", "encoder", "decoder",
     "final_norms" and "total" (every entry an int).
     """
-    if not isinstance(config, EncoderDecoderConfig):
-        raise ValueError(
-            f"parameter_count: config must be an EncoderDecoderConfig, got {type(config).__name__}"
-        )
     d, d_ff = config.d_model, config.d_ff
     attention = 4 * d * d + 4 * d
     ffn = 2 * d * d_ff + d_ff + d
@@ -257,64 +221,27 @@ def parameter_count(config: EncoderDecoderConfig) -> dict[str, int]:
 
 
 def _check_tokens(fn: str, name: str, tokens, vocab_size: int) -> np.ndarray:
+    """Ids outside [0, vocab_size) would index the embedding silently (negative ones wrap)."""
     tokens = np.asarray(tokens)
-    if not np.issubdtype(tokens.dtype, np.integer):
-        raise ValueError(
-            f"{fn}: {name} must be an integer array of token ids, got dtype {tokens.dtype} "
-            f"with shape {tokens.shape}"
-        )
-    if tokens.ndim != 2 or tokens.shape[1] == 0:
-        raise ValueError(f"{fn}: {name} must have shape (B, T) with T >= 1, got {tokens.shape}")
     if tokens.size and (tokens.min() < 0 or tokens.max() >= vocab_size):
         raise ValueError(
             f"{fn}: {name} of shape {tokens.shape} holds ids in [{tokens.min()}, "
-            f"{tokens.max()}], outside the vocabulary [0, {vocab_size - 1}] "
-            f"(embedding of shape ({vocab_size}, d))"
+            f"{tokens.max()}], outside the vocabulary [0, {vocab_size - 1}]"
         )
     return tokens
 
 
 def _check_src_pad(fn: str, src_pad, src_shape: tuple[int, int]):
+    """A (B, S) bool mask of real tokens, each row with at least one (else nothing to read)."""
     if src_pad is None:
         return None
     src_pad = np.asarray(src_pad)
-    if src_pad.dtype != np.bool_ or src_pad.shape != tuple(src_shape):
+    if src_pad.dtype != np.bool_ or src_pad.shape != src_shape or not src_pad.any(axis=1).all():
         raise ValueError(
-            f"{fn}: src_pad must be a boolean (B, S) mask of real source tokens with the shape "
-            f"of the source {tuple(src_shape)}, got dtype {src_pad.dtype} with shape "
-            f"{src_pad.shape}"
-        )
-    if not src_pad.any(axis=1).all():
-        empty = np.flatnonzero(~src_pad.any(axis=1)).tolist()
-        raise ValueError(
-            f"{fn}: src_pad of shape {src_pad.shape} leaves sequences {empty} without a single "
-            f"real token: the cross-attention of their targets would have nothing to read"
+            f"{fn}: src_pad must be a bool (B, S) mask of real source tokens of the source's "
+            f"shape {src_shape}, at least one True per row, got {src_pad.dtype} {src_pad.shape}"
         )
     return src_pad
-
-
-def _check_params(fn: str, params, config: EncoderDecoderConfig, dtype=None) -> None:
-    if not isinstance(config, EncoderDecoderConfig):
-        raise ValueError(f"{fn}: config must be an EncoderDecoderConfig, got {type(config)}")
-    emb = params.get("embedding") if isinstance(params, dict) else None
-    expected = (config.vocab_size, config.d_model)
-    if emb is None or np.shape(emb) != expected:
-        got = None if emb is None else np.shape(emb)
-        raise ValueError(
-            f"{fn}: params['embedding'] must have shape (vocab_size, d_model) = {expected}, "
-            f"got {got}"
-        )
-    float_array(fn, "params['embedding']", emb, min_rank=2)
-    for stack, n in (
-        ("encoder", config.num_encoder_layers),
-        ("decoder", config.num_decoder_layers),
-    ):
-        layers = params.get(stack)
-        if not isinstance(layers, (list, tuple)) or len(layers) != n:
-            got = len(layers) if isinstance(layers, (list, tuple)) else type(layers).__name__
-            raise ValueError(f"{fn}: params[{stack!r}] must be a list of {n} layers, got {got}")
-    if config.final_norm and ("encoder_norm" not in params or "decoder_norm" not in params):
-        raise ValueError(f"{fn}: config.final_norm is True but params lack the final norms")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -329,12 +256,9 @@ def embed(tokens, embedding) -> np.ndarray:
     Returns (B, T, d) in the embedding's dtype. The sum itself is
     :func:`npformer.positions.add_positions` (chapter 05) with ``scale_embeddings=True``.
     """
-    fn = "embed"
-    embedding = float_array(fn, "embedding", embedding, min_rank=2)
-    if embedding.ndim != 2:
-        raise ValueError(f"{fn}: embedding must have shape (vocab_size, d), got {embedding.shape}")
+    embedding = np.asarray(embedding)
     vocab_size, d = embedding.shape
-    tokens = _check_tokens(fn, "tokens", tokens, vocab_size)
+    tokens = _check_tokens("embed", "tokens", tokens, vocab_size)
     positions = sinusoidal_positions(tokens.shape[1], d)  # (T, d)
     return add_positions(embedding[tokens], positions, scale_embeddings=True)  # (B, T, d)
 
@@ -364,44 +288,6 @@ class DecoderLayerCache(NamedTuple):
     ln: str = "post"  # "pre": each norm reads the stream before its sublayer
 
 
-_ATTENTION_KEYS = ("W_q", "W_k", "W_v", "W_o", "b_q", "b_k", "b_v", "b_o")
-_ENCODER_LAYER = {
-    "self_attn": _ATTENTION_KEYS,
-    "norm_1": ("gamma", "beta"),
-    "ffn": ("W_1", "b_1", "W_2", "b_2"),
-    "norm_2": ("gamma", "beta"),
-}
-_DECODER_LAYER = {
-    "self_attn": _ATTENTION_KEYS,
-    "norm_1": ("gamma", "beta"),
-    "cross_attn": _ATTENTION_KEYS,
-    "norm_2": ("gamma", "beta"),
-    "ffn": ("W_1", "b_1", "W_2", "b_2"),
-    "norm_3": ("gamma", "beta"),
-}
-
-
-def _check_layer(fn: str, layer, expected: dict) -> None:
-    """Raise ValueError unless ``layer`` is a dict holding every sub-layer and array expected."""
-    if not isinstance(layer, dict):
-        raise ValueError(f"{fn}: layer must be a dict of sub-layers, got {type(layer).__name__}")
-    for part, names in expected.items():
-        sub = layer.get(part)
-        missing = [n for n in names if not isinstance(sub, dict) or n not in sub]
-        if missing:
-            raise ValueError(
-                f"{fn}: layer[{part!r}] lacks {missing} (a layer holds {sorted(expected)})"
-            )
-
-
-def _check_stream(fn: str, name: str, x, shape: str) -> np.ndarray:
-    """Return ``x`` as a floating rank-3 array, or raise ValueError naming ``shape``."""
-    x = float_array(fn, name, x)
-    if x.ndim != 3:
-        raise ValueError(f"{fn}: {name} must have shape {shape}, got shape {x.shape}")
-    return x
-
-
 def encoder_layer(x, layer, num_heads: int, mask=None, eps: float = 1e-5, ln: str = "post"):
     """One post-LN encoder layer: h = LN(x + SelfAttn(x)), out = LN(h + FFN(h)).
 
@@ -409,10 +295,6 @@ def encoder_layer(x, layer, num_heads: int, mask=None, eps: float = 1e-5, ln: st
     boolean (True = may attend) and broadcasts to (B, h, S, S): the source key padding
     (B, 1, 1, S). Returns (out (B, S, d), EncoderLayerCache).
     """
-    fn = "encoder_layer"
-    x = _check_stream(fn, "x", x, "(B, S, d)")
-    _check_layer(fn, layer, _ENCODER_LAYER)
-    _check_ln(fn, ln)
     n1, n2 = layer["norm_1"], layer["norm_2"]
     if ln == "pre":  # h = x + SelfAttn(LN_1(x)), out = h + FFN(LN_2(h))
         u, n1_cache = layer_norm(x, n1["gamma"], n1["beta"], eps)  # (B, S, d)
@@ -447,16 +329,6 @@ def decoder_layer(
     (B, h, T, T) (the causal (T, T) mask), ``memory_mask`` to (B, h, T, S) (the source key
     padding (B, 1, 1, S)). Returns (out (B, T, d), DecoderLayerCache).
     """
-    fn = "decoder_layer"
-    y = _check_stream(fn, "y", y, "(B, T, d)")
-    memory = _check_stream(fn, "memory", memory, "(B, S, d)")
-    _check_layer(fn, layer, _DECODER_LAYER)
-    _check_ln(fn, ln)
-    h = int_at_least(fn, "num_heads", num_heads)
-    (B, T, _), S = y.shape, memory.shape[1]
-    for name, m, keys in (("self_mask", self_mask, T), ("memory_mask", memory_mask, S)):
-        if m is not None:
-            bool_mask(fn, m, (B, h, T, keys), "(B, h, T, keys) =", name)
     n1, n2, n3 = layer["norm_1"], layer["norm_2"], layer["norm_3"]
     if ln == "pre":  # each sublayer reads LN(stream) and adds to the stream
         u, n1_cache = layer_norm(y, n1["gamma"], n1["beta"], eps)  # (B, T, d)
@@ -493,10 +365,8 @@ def encode(src_tokens, params, config: EncoderDecoderConfig, src_pad=None):
     Returns (memory (B, S, d), caches): one EncoderLayerCache per layer, then, with
     ``config.final_norm``, the final norm's LayerNormCache.
     """
-    fn = "encode"
-    _check_params(fn, params, config)
-    src_tokens = _check_tokens(fn, "src_tokens", src_tokens, config.vocab_size)
-    src_pad = _check_src_pad(fn, src_pad, src_tokens.shape)
+    src_tokens = np.asarray(src_tokens)  # embed checks the ids
+    src_pad = _check_src_pad("encode", src_pad, src_tokens.shape)
     mask = None if src_pad is None else key_padding_to_scores(src_pad)  # (B, 1, 1, S)
     x = embed(src_tokens, params["embedding"])  # (B, S, d)
     caches = []
@@ -520,17 +390,9 @@ def decode(tgt_tokens, memory, params, config: EncoderDecoderConfig, src_pad=Non
     Returns (hidden (B, T, d), caches): one DecoderLayerCache per layer, then, with
     ``config.final_norm``, the final norm's LayerNormCache.
     """
-    fn = "decode"
-    _check_params(fn, params, config)
-    tgt_tokens = _check_tokens(fn, "tgt_tokens", tgt_tokens, config.vocab_size)
-    memory = float_array(fn, "memory", memory)
-    B, T = tgt_tokens.shape
-    if memory.ndim != 3 or memory.shape[0] != B or memory.shape[2] != config.d_model:
-        raise ValueError(
-            f"{fn}: memory must have shape (B, S, d) = ({B}, S, {config.d_model}) to match "
-            f"tgt_tokens of shape {tgt_tokens.shape}, got {memory.shape}"
-        )
-    src_pad = _check_src_pad(fn, src_pad, memory.shape[:2])
+    tgt_tokens, memory = np.asarray(tgt_tokens), np.asarray(memory)  # embed checks the ids
+    T = tgt_tokens.shape[1]
+    src_pad = _check_src_pad("decode", src_pad, memory.shape[:2])
     self_mask = causal_mask(T)  # (T, T)
     memory_mask = None if src_pad is None else key_padding_to_scores(src_pad)  # (B, 1, 1, S)
     y = embed(tgt_tokens, params["embedding"])  # (B, T, d)
@@ -764,26 +626,12 @@ def greedy_generate(
     Shapes: src_tokens (B, S), src_pad (B, S) bool or None. Returns a Generation with
     tokens (B, 1 + num_steps) and logits (B, num_steps, vocab_size).
     """
-    fn = "greedy_generate"
-    _check_params(fn, params, config)
-    src_tokens = _check_tokens(fn, "src_tokens", src_tokens, config.vocab_size)
-    try:
-        if isinstance(start_token, bool) or isinstance(num_steps, bool):
-            raise TypeError
-        start_token = operator.index(start_token)
-        num_steps = operator.index(num_steps)
-    except TypeError:
+    if not 0 <= start_token < config.vocab_size or num_steps < 1:
         raise ValueError(
-            f"{fn}: start_token and num_steps must be integers, got {start_token!r} and "
-            f"{num_steps!r}"
-        ) from None
-    if not 0 <= start_token < config.vocab_size:
-        raise ValueError(
-            f"{fn}: start_token={start_token} is outside the vocabulary "
-            f"[0, {config.vocab_size - 1}]"
+            f"greedy_generate: start_token={start_token} must lie in the vocabulary "
+            f"[0, {config.vocab_size - 1}] and num_steps={num_steps} be >= 1"
         )
-    if num_steps < 1:
-        raise ValueError(f"{fn}: num_steps must be >= 1, got {num_steps}")
+    src_tokens = np.asarray(src_tokens)
     memory, _ = encode(src_tokens, params, config, src_pad)  # (B, S, d)
     B = src_tokens.shape[0]
     tokens = np.full((B, 1), start_token, dtype=np.int64)  # (B, 1)

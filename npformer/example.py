@@ -15,8 +15,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.validation import int_at_least
-
 SENTENCES = (
     ("a", "storm", "hit", "the", "river", "bank", "today"),
     ("the", "bank", "lent", "money"),
@@ -40,7 +38,6 @@ def running_example(d: int = 8, seed: int = SEED) -> Example:
     The embedding table is drawn once per (d, seed) from a standard normal, so the same word
     has the same row wherever it occurs (both sentences contain "the" and "bank").
     """
-    d = int_at_least("running_example", "d", d)
     T = max(len(s) for s in SENTENCES)
     words = tuple(s + (PAD,) * (T - len(s)) for s in SENTENCES)
     index = {w: i for i, w in enumerate(VOCAB)}

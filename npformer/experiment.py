@@ -33,14 +33,6 @@ import numpy as np
 
 from npformer.tasks import TASKS
 from npformer.train import Evaluation, TrainConfig, evaluate, train
-from npformer.validation import flag, sequence
-
-
-def _check_workers(fn: str, workers) -> None:
-    ok = isinstance(workers, (int, np.integer)) and not isinstance(workers, bool)
-    if workers is not None and not (ok and workers >= 1):
-        raise ValueError(f"{fn}: workers must be a positive integer, got {workers!r}")
-
 
 #: Environment variable that caps the number of worker processes.
 WORKERS_ENV = "NPFORMER_WORKERS"
@@ -121,10 +113,6 @@ def seed_grid(
     **changes,
 ) -> list[Job]:
     """One job per (task, length, seed), every other setting the default or ``changes``."""
-    for arg, value in (("tasks", tasks), ("lengths", lengths), ("seeds", seeds)):
-        sequence("seed_grid", arg, value)
-    if not isinstance(name, str):
-        raise ValueError(f"seed_grid: name must be a str, got {name!r}")
     return [
         Job(name, TrainConfig(task=task, length=length, seed=seed, **changes))
         for task in tasks
@@ -142,12 +130,7 @@ def run_under_environments(
     e.g. ``{"OpenBLAS Prescott": {"OPENBLAS_CORETYPE": "Prescott"}}``. Returns, for each
     name, the JSON summaries of the runs in the order of ``configs``.
     """
-    configs = sequence("run_under_environments", "configs", configs)
-    _check_workers("run_under_environments", workers)
-    if not all(isinstance(c, TrainConfig) for c in configs):
-        raise ValueError("run_under_environments: configs must be a sequence of TrainConfig")
-    if not isinstance(environments, dict) or not environments:
-        raise ValueError("run_under_environments: environments must be a non-empty dict")
+    configs = list(configs)
     runs = [(config, env) for env in environments.values() for config in configs]
     summaries = run_in_subprocesses(runs, workers)
     k = len(configs)
@@ -270,13 +253,7 @@ def run_grid(
     A run gives the same numbers inside the pool as alone. ``on_result(i, result)`` is called
     as each run finishes (in completion order). Returns the results in the order of ``jobs``.
     """
-    jobs = sequence("run_grid", "jobs", jobs)
-    _check_workers("run_grid", workers)
-    flag("run_grid", "keep", keep)
-    if on_result is not None and not callable(on_result):
-        raise ValueError(f"run_grid: on_result must be a function or None, got {on_result!r}")
-    if not all(isinstance(j, Job) for j in jobs):
-        raise ValueError("run_grid: jobs must be a sequence of Job(name, TrainConfig)")
+    jobs = list(jobs)
     order = sorted(range(len(jobs)), key=lambda i: -_cost(jobs[i].config))
     items = [(job, keep) for job in jobs]
     return map_in_processes(_run_kept, items, workers, order=order, on_result=on_result)

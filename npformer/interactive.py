@@ -25,8 +25,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.validation import int_at_least, number_array, sequence
-
 
 class Slider(NamedTuple):
     """A slider over ``values`` (shown as labels); the state key part is the value's label."""
@@ -305,25 +303,8 @@ def interactive_figure(
         )
     if kind not in ("heatmap", "bars"):
         raise ValueError(f"{fn}: kind must be 'heatmap' or 'bars', got {kind!r}")
-    controls = sequence(fn, "controls", controls)
-    if not controls:
-        raise ValueError(f"{fn}: at least one control is needed")
-    if not isinstance(states, Mapping):
-        raise ValueError(f"{fn}: states must map state keys to State, got {type(states).__name__}")
-    col_labels = sequence(fn, "col_labels", col_labels, min_len=1)
-    if row_labels is not None:
-        row_labels = sequence(fn, "row_labels", row_labels)
-    digits = int_at_least(fn, "digits", digits, 0)
-    for name, title in (("x_title", x_title), ("y_title", y_title)):
-        if not isinstance(title, str):
-            raise ValueError(f"{fn}: {name} must be a string, got {title!r}")
-    if value_range is not None and not (
-        isinstance(value_range, (tuple, list))
-        and len(value_range) == 2
-        and all(_is_real(v) for v in value_range)
-        and value_range[0] < value_range[1]
-    ):
-        raise ValueError(f"{fn}: value_range must be (lo, hi) with lo < hi, got {value_range!r}")
+    controls, col_labels = list(controls), list(col_labels)
+    row_labels = None if row_labels is None else list(row_labels)
     keys = _keys(controls)
     missing = [k for k in keys if k not in states]
     if missing:
@@ -388,9 +369,7 @@ def softmax_states(d_values=(1, 4, 16, 64, 256, 1024), num_keys: int = 8, seed: 
     """
     from npformer.attention import softmax
 
-    fn = "softmax_states"
-    d_values = [int_at_least(fn, "d_values[...]", d) for d in sequence(fn, "d_values", d_values, 1)]
-    num_keys, seed = int_at_least(fn, "num_keys", num_keys), int_at_least(fn, "seed", seed, 0)
+    d_values = list(d_values)
     controls = [Slider("d_k", [str(d) for d in d_values]), Toggle("divide by sqrt(d_k)")]
     states = {}
     for d in d_values:
@@ -420,8 +399,7 @@ def mask_states(lengths=(5, 3), seed: int = 0, d_h: int = 4):
     from npformer.masks import causal_mask, padding_mask
 
     fn = "mask_states"
-    lengths = [int_at_least(fn, "lengths[...]", n, 0) for n in sequence(fn, "lengths", lengths, 1)]
-    seed, d_h = int_at_least(fn, "seed", seed, 0), int_at_least(fn, "d_h", d_h)
+    lengths = list(lengths)
     if max(lengths) < 1:
         raise ValueError(f"{fn}: lengths must hold at least one length >= 1, got {lengths}")
     T = max(lengths)
@@ -459,8 +437,8 @@ def attention_map_states(weights, tokens: Sequence[str]):
     The caption gives each map's mean largest weight per query and the key it most often
     points to, relative to the query. Returns (controls, states, col_labels, row_labels).
     """
-    tokens = sequence("attention_map_states", "tokens", tokens)
-    w = number_array("attention_map_states", "weights", weights).astype(float)
+    tokens = list(tokens)
+    w = np.asarray(weights, dtype=float)
     if w.ndim != 4 or w.shape[-1] != w.shape[-2] or w.shape[-1] != len(tokens):
         raise ValueError(
             f"attention_map_states: weights must be (n_layers, h, T, T) with T = len(tokens) "

@@ -33,10 +33,7 @@ from npformer.attention import scaled_dot_product_attention
 from npformer.validation import (
     divisible,
     float_array,
-    float_dtype,
-    generator,
     int_at_least,
-    sequence,
 )
 
 
@@ -69,19 +66,7 @@ def kv_cache_bytes(
 
     Returns an exact int (divide by 2**20 for MiB, 2**30 for GiB).
     """
-    fn = "kv_cache_bytes"
-    sizes = {
-        "num_layers": num_layers,
-        "num_kv_heads": num_kv_heads,
-        "d_head": d_head,
-        "seq_len": seq_len,
-        "batch": batch,
-        "bytes_per_value": bytes_per_value,
-    }
-    total = 2
-    for name, value in sizes.items():
-        total *= int_at_least(fn, name, value)
-    return total
+    return 2 * num_layers * num_kv_heads * d_head * seq_len * batch * bytes_per_value
 
 
 class KVCache:
@@ -102,18 +87,7 @@ class KVCache:
         d_head: int,
         dtype=np.float64,
     ):
-        fn = "KVCache"
-        shape = tuple(
-            int_at_least(fn, name, value)
-            for name, value in [
-                ("num_layers", num_layers),
-                ("batch", batch),
-                ("num_kv_heads", num_kv_heads),
-                ("max_len", max_len),
-                ("d_head", d_head),
-            ]
-        )
-        dtype = float_dtype(fn, "dtype", dtype)
+        shape = (num_layers, batch, num_kv_heads, max_len, d_head)
         self.K = np.zeros(shape, dtype=dtype)  # (L, B, g, max_len, d_h)
         self.V = np.zeros(shape, dtype=dtype)  # (L, B, g, max_len, d_h)
         self.length = 0
@@ -184,7 +158,7 @@ class RollingKVCache(KVCache):
 
     def advance(self, n: int) -> None:
         """Count ``n`` more positions seen; a full window has no end."""
-        self.length += int_at_least("RollingKVCache.advance", "n", n)
+        self.length += n
 
     def key_positions(self, n: int) -> np.ndarray:
         """(S,) the position in each slot after ``n`` new rows: slot j holds the latest
@@ -205,9 +179,8 @@ def check_cache(
     L, B, g, max_len, d_h = cache.K.shape
     if (L, B, g, d_h) != (num_layers, batch, num_kv_heads, d_head):
         raise ValueError(
-            f"{fn}: cache has shape {cache.K.shape}; the model and the batch need "
-            f"(num_layers, B, g, max_len, d_h) = ({num_layers}, {batch}, {num_kv_heads}, "
-            f"max_len, {d_head})"
+            f"{fn}: cache has shape {cache.K.shape}; the model needs (L, B, g, max_len, d_h) = "
+            f"({num_layers}, {batch}, {num_kv_heads}, max_len, {d_head})"
         )
     if cache.K.dtype != dtype:
         raise ValueError(
@@ -221,10 +194,7 @@ def check_cache(
                 f"one pass, got {n} (cache shape {cache.K.shape}): feed them one at a time"
             )
     elif cache.length + n > max_len:
-        raise ValueError(
-            f"{fn}: {n} new positions after the {cache.length} cached exceed the cache's "
-            f"max_len {max_len} (cache shape {cache.K.shape})"
-        )
+        raise ValueError(f"{fn}: {n} new positions overflow the cache of shape {cache.K.shape}")
 
 
 def init_attention_only_model(
@@ -243,13 +213,7 @@ def init_attention_only_model(
 
     Returns a list of ``num_layers`` dicts name -> array of ``dtype``.
     """
-    fn = "init_attention_only_model"
-    num_layers = int_at_least(fn, "num_layers", num_layers)
-    d_model = int_at_least(fn, "d_model", d_model)
-    d_h, _ = _check_heads(fn, d_model, num_heads, num_kv_heads)
-    generator(fn, rng)
-    dtype = float_dtype(fn, "dtype", dtype)
-    d_kv = num_kv_heads * d_h
+    d_kv = num_kv_heads * (d_model // num_heads)
     std = 1.0 / math.sqrt(d_model)
     shapes = {"W_q": (d_model, d_model), "W_k": (d_model, d_kv), "W_v": (d_model, d_kv)}
     shapes["W_o"] = (d_model, d_model)
@@ -265,28 +229,14 @@ def repeat_kv_heads(K, num_heads: int) -> np.ndarray:
     Shapes: K (B, g, S, d_h) -> (B, h, S, d_h). Grouped-query attention equals multi-head
     attention on these repeated heads; the cache never stores them (that is the point).
     """
-    fn = "repeat_kv_heads"
-    K = float_array(fn, "K", K)
-    if K.ndim != 4:
-        raise ValueError(f"{fn}: K must have shape (B, g, S, d_h), got shape {K.shape}")
-    num_heads = int_at_least(fn, "num_heads", num_heads)
+    K = np.asarray(K)
     g = K.shape[1]
-    if num_heads % g != 0:
+    if num_heads % g != 0:  # num_heads // g copies would silently give the wrong count
         raise ValueError(
-            f"{fn}: num_heads={num_heads} is not a multiple of the {g} key-value heads of K "
-            f"with shape {K.shape}"
+            f"repeat_kv_heads: num_heads={num_heads} is not a multiple of the {g} key-value "
+            f"heads of K with shape {K.shape}"
         )
     return np.repeat(K, num_heads // g, axis=1)  # (B, h, S, d_h)
-
-
-def _check_cache(fn: str, cache) -> None:
-    """None, or an object with KVCache's interface (K, length, write, advance)."""
-    needed = ("K", "length", "write", "advance")
-    if cache is not None and not all(hasattr(cache, name) for name in needed):
-        raise ValueError(
-            f"{fn}: cache must be None or have KVCache's K, length, write and advance, got "
-            f"{type(cache).__name__}"
-        )
 
 
 def _check_layer(fn: str, params, d: int, d_kv: int, dtype) -> None:
@@ -296,10 +246,7 @@ def _check_layer(fn: str, params, d: int, d_kv: int, dtype) -> None:
             raise ValueError(f"{fn}: params lacks {name!r} (expected shape {shape})")
         W = params[name]
         if W.shape != shape or W.dtype != dtype:
-            raise ValueError(
-                f"{fn}: params[{name!r}] has shape {W.shape} and dtype {W.dtype}, expected "
-                f"{shape} and {dtype} for d_model={d}, num_kv_heads * d_h={d_kv}"
-            )
+            raise ValueError(f"{fn}: params[{name!r}] is {W.dtype} {W.shape}, not {dtype} {shape}")
 
 
 def grouped_query_attention(
@@ -379,27 +326,9 @@ def next_input(Y) -> np.ndarray:
     chapter 09 feeds back :func:`layer_norm_last_row`); it is no part of the cache.
     Shapes: Y (B, n, d) -> (B, 1, d).
     """
-    Y = float_array("next_input", "Y", Y)
-    if Y.ndim != 3 or 0 in Y.shape[1:]:
-        raise ValueError(f"next_input: Y must have shape (B, n, d), n, d >= 1, got {Y.shape}")
+    Y = np.asarray(Y)
     y = Y[:, -1:]  # (B, 1, d)
     return y * (math.sqrt(Y.shape[2]) / np.linalg.norm(y, axis=-1, keepdims=True))
-
-
-def _check_prompt(fn: str, prompt, num_new) -> tuple[np.ndarray, int]:
-    prompt = float_array(fn, "prompt", prompt)
-    if prompt.ndim != 3 or prompt.shape[1] == 0:
-        raise ValueError(f"{fn}: prompt must have shape (B, P, d) with P >= 1, got {prompt.shape}")
-    return prompt, int_at_least(fn, "num_new", num_new)
-
-
-def _check_feedback(fn: str, feedback):
-    if not callable(feedback):
-        raise ValueError(
-            f"{fn}: feedback must be a function (B, n, d) -> (B, 1, d), got "
-            f"{type(feedback).__name__}"
-        )
-    return feedback
 
 
 def generate_without_cache(
@@ -412,9 +341,7 @@ def generate_without_cache(
     :func:`next_input`, chapter 09 passes :func:`layer_norm_last_row`.
     Shapes: prompt (B, P, d). Returns the sequence (B, P + num_new, d).
     """
-    X, num_new = _check_prompt("generate_without_cache", prompt, num_new)
-    sequence("generate_without_cache", "layers", layers, min_len=1)
-    feedback = _check_feedback("generate_without_cache", feedback)
+    X = np.asarray(prompt)
     for _ in range(num_new):
         Y = attention_only_forward(X, layers, num_heads, num_kv_heads)  # (B, P + t, d)
         X = np.concatenate([X, feedback(Y)], axis=1)  # (B, P + t + 1, d)
@@ -439,17 +366,15 @@ def generate_with_cache(
     Shapes: prompt (B, P, d). Returns the sequence (B, P + num_new, d), equal to
     :func:`generate_without_cache` up to rounding.
     """
-    fn = "generate_with_cache"
-    prompt, num_new = _check_prompt(fn, prompt, num_new)
-    layers = sequence(fn, "layers", layers, min_len=1)
-    _check_cache(fn, cache)
-    feedback = _check_feedback(fn, feedback)
+    prompt = np.asarray(prompt)
     B, P, d = prompt.shape
-    d_h, _ = _check_heads(fn, d, num_heads, num_kv_heads)
     if cache is None:
+        d_h = d // num_heads
         cache = KVCache(len(layers), B, num_kv_heads, P + num_new, d_h, dtype=prompt.dtype)
-    if cache.length != 0:
-        raise ValueError(f"{fn}: the cache must start empty, it holds {cache.length} positions")
+    if cache.length != 0:  # the prompt would be written after another sequence's rows
+        raise ValueError(
+            f"generate_with_cache: the cache must start empty, it holds {cache.length} positions"
+        )
     rows = [prompt]
     x = feedback(attention_only_forward(prompt, layers, num_heads, num_kv_heads, cache))
     rows.append(x)  # (B, 1, d)
@@ -467,11 +392,6 @@ def layer_norm_last_row(Y) -> np.ndarray:
     stream cannot drift in scale however many vectors are generated.
     Shapes: Y (B, n, d) -> (B, 1, d).
     """
-    Y = float_array("layer_norm_last_row", "Y", Y)
-    if Y.ndim != 3 or 0 in Y.shape[1:]:
-        raise ValueError(
-            f"layer_norm_last_row: Y must have shape (B, n, d), n, d >= 1, got {Y.shape}"
-        )
-    y = Y[:, -1:]  # (B, 1, d)
+    y = np.asarray(Y)[:, -1:]  # (B, 1, d)
     centred = y - y.mean(axis=-1, keepdims=True)
     return centred / centred.std(axis=-1, keepdims=True)

@@ -20,8 +20,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.validation import float_array
-
 
 class LabelSmoothingCache(NamedTuple):
     """What ``label_smoothed_cross_entropy_backward`` needs."""
@@ -38,36 +36,20 @@ def smoothed_targets(targets, num_classes: int, smoothing: float) -> np.ndarray:
     Shapes: targets (...) integer ids in [0, V). Returns (..., V) float64; every row sums to 1.
     """
     fn = "smoothed_targets"
-    targets = _check_targets(fn, targets, num_classes)
-    smoothing = _check_smoothing(fn, smoothing)
+    targets = _check(fn, targets, num_classes, smoothing)
     q = np.full(targets.shape + (num_classes,), smoothing / num_classes)  # (..., V)
     np.put_along_axis(q, targets[..., None], 1.0 - smoothing + smoothing / num_classes, axis=-1)
     return q
 
 
-def _check_smoothing(fn: str, smoothing) -> float:
-    if isinstance(smoothing, bool) or not isinstance(smoothing, (int, float, np.floating)):
-        raise ValueError(f"{fn}: smoothing must be a number in [0, 1), got {smoothing!r}")
-    if not 0.0 <= smoothing < 1.0:
-        raise ValueError(f"{fn}: smoothing must lie in [0, 1), got {smoothing!r}")
-    return float(smoothing)
-
-
-def _check_targets(fn: str, targets, num_classes: int) -> np.ndarray:
-    if isinstance(num_classes, bool) or not isinstance(num_classes, (int, np.integer)):
-        raise ValueError(f"{fn}: num_classes must be an integer, got {num_classes!r}")
-    if num_classes < 2:
-        raise ValueError(f"{fn}: num_classes must be at least 2, got {num_classes}")
+def _check(fn: str, targets, num_classes: int, smoothing) -> np.ndarray:
+    """Targets outside [0, V) would wrap or fail far away; smoothing outside [0, 1) is no
+    distribution."""
     targets = np.asarray(targets)
-    if not np.issubdtype(targets.dtype, np.integer):
+    if not 0 <= smoothing < 1 or targets.min() < 0 or targets.max() >= num_classes:
         raise ValueError(
-            f"{fn}: targets must be integer ids, got dtype {targets.dtype} with shape "
-            f"{targets.shape}"
-        )
-    if targets.size and (targets.min() < 0 or targets.max() >= num_classes):
-        raise ValueError(
-            f"{fn}: targets of shape {targets.shape} hold ids in [{targets.min()}, "
-            f"{targets.max()}], outside [0, {num_classes})"
+            f"{fn}: smoothing must lie in [0, 1) and targets in [0, {num_classes}), got "
+            f"{smoothing!r} and targets {targets.shape} in [{targets.min()}, {targets.max()}]"
         )
     return targets
 
@@ -81,28 +63,18 @@ def label_smoothed_cross_entropy(logits, targets, smoothing: float = 0.1, loss_m
     LabelSmoothingCache).
     """
     fn = "label_smoothed_cross_entropy"
-    logits = float_array(fn, "logits", logits)
+    logits = np.asarray(logits)
     V = logits.shape[-1]
-    targets = _check_targets(fn, targets, V)
-    if targets.shape != logits.shape[:-1]:
+    targets = _check(fn, targets, V, smoothing)
+    if targets.shape != logits.shape[:-1]:  # targets that broadcast would score other rows
         raise ValueError(
             f"{fn}: targets of shape {targets.shape} must match logits of shape "
             f"{logits.shape} without its last axis"
         )
-    smoothing = _check_smoothing(fn, smoothing)
     if loss_mask is None:
         weights = np.ones(targets.shape, dtype=logits.dtype)
     else:
         m = np.asarray(loss_mask)
-        try:
-            ok = np.broadcast_shapes(m.shape, targets.shape) == targets.shape
-        except ValueError:
-            ok = False
-        if not ok or not (m.dtype == np.bool_ or np.issubdtype(m.dtype, np.number)):
-            raise ValueError(
-                f"{fn}: loss_mask of shape {m.shape} does not broadcast to the targets' shape "
-                f"{targets.shape}"
-            )
         weights = np.broadcast_to(m, targets.shape).astype(logits.dtype)
         if not ((weights == 0) | (weights == 1)).all() or weights.sum() == 0:
             raise ValueError(

@@ -42,7 +42,6 @@ from npformer.config import (  # noqa: F401 (the config's names: re-exported for
     POSITION_SCHEMES,
     DecoderConfig,
     PositionScheme,
-    check_config,
     position_scheme,
 )
 from npformer.kv_cache import KVCache, RollingKVCache, check_cache
@@ -50,20 +49,13 @@ from npformer.masks import left_padding_mask
 from npformer.optim import pack, zeros_like_packed
 from npformer.positions import sinusoidal_frequencies
 from npformer.reductions import cached_ones, max_last, sum_last, sum_rows
-from npformer.validation import (
-    array_dict,
-    bool_mask,
-    flag,
-    generator,
-    int_at_least,
-)
 
 # ----------------------------------------------------------------------------- parameters
 
 
 def parameter_shapes(config: DecoderConfig) -> dict[str, tuple[int, ...]]:
     """Names and shapes of every parameter, in the order ``init_params`` packs them."""
-    return dict(_parameter_shapes(check_config("parameter_shapes", config)))
+    return dict(_parameter_shapes(config))
 
 
 @functools.lru_cache(maxsize=64)
@@ -84,7 +76,6 @@ def _parameter_shapes(config: DecoderConfig) -> tuple:
 
 def num_params(config: DecoderConfig) -> int:
     """Closed form for the whole model: embeddings, positions, blocks, final LN, output layer."""
-    check_config("num_params", config)
     d, vocab = config.d_model, config.vocab_size
     count = vocab * d + config.num_layers * block_num_params(config) + d * vocab + vocab
     if config.positions == "learned":
@@ -102,14 +93,6 @@ def init_params(config: DecoderConfig, rng: np.random.Generator, dtype=np.float6
     float32 and float64 models from the same seed hold the same numbers up to rounding.
     Returns {name: array} with the names and shapes of ``parameter_shapes(config)``.
     """
-    check_config("init_params", config)
-    generator("init_params", rng)
-    try:
-        dtype = np.dtype(dtype)
-    except TypeError:
-        raise ValueError(f"init_params: dtype must be float32 or float64, got {dtype!r}") from None
-    if dtype not in (np.float32, np.float64):
-        raise ValueError(f"init_params: dtype must be float32 or float64, got {dtype}")
     arrays = {}
     for name, shape in parameter_shapes(config).items():
         leaf = name.rsplit(".", 1)[-1]
@@ -124,47 +107,14 @@ def init_params(config: DecoderConfig, rng: np.random.Generator, dtype=np.float6
     return pack(arrays, dtype=dtype)
 
 
-def _check_params(fn: str, params: dict, config: DecoderConfig) -> np.dtype:
-    check_config(fn, config)
-    array_dict(fn, "params", params)
-    shapes = _parameter_shapes(config)
-    if len(params) != len(shapes) or any(name not in params for name, _ in shapes):
-        names = {name for name, _ in shapes}
-        missing = sorted(names - set(params))
-        extra = sorted(set(params) - names)
-        raise ValueError(f"{fn}: params do not match the config: missing {missing}, extra {extra}")
-    dtype = np.asarray(params["tok_emb"]).dtype
-    if dtype not in (np.float32, np.float64):
-        raise ValueError(f"{fn}: parameters must be float32 or float64, got {dtype}")
-    for name, shape in shapes:
-        p = params[name]
-        if not isinstance(p, np.ndarray):
-            raise ValueError(f"{fn}: parameter {name} must be an ndarray, got {type(p).__name__}")
-        if p.shape != shape or p.dtype != dtype:
-            raise ValueError(
-                f"{fn}: parameter {name} has shape {p.shape} and dtype {p.dtype}; the config "
-                f"needs shape {shape} and dtype {dtype}"
-            )
-    return dtype
-
-
 def check_tokens(fn: str, name: str, tokens, config: DecoderConfig) -> np.ndarray:
-    """Token ids as an integer (B, T) array inside the vocabulary and the position table."""
-    check_config(fn, config)
+    """Token ids as a (B, T) array inside the vocabulary: an id outside it would index the
+    embedding silently (a negative one wraps around)."""
     tokens = np.asarray(tokens)
-    if not np.issubdtype(tokens.dtype, np.integer):
-        raise ValueError(f"{fn}: {name} must be integer token ids, got dtype {tokens.dtype}")
-    if tokens.ndim != 2 or tokens.shape[1] < 1:
-        raise ValueError(f"{fn}: {name} must have shape (B, T) with T >= 1, got {tokens.shape}")
-    if tokens.size and (tokens.min() < 0 or tokens.max() >= config.vocab_size):
+    if tokens.ndim != 2 or tokens.min() < 0 or tokens.max() >= config.vocab_size:
         raise ValueError(
-            f"{fn}: {name} of shape {tokens.shape} holds ids in [{tokens.min()}, {tokens.max()}],"
-            f" outside the vocabulary [0, {config.vocab_size})"
-        )
-    if config.positions == "learned" and tokens.shape[1] > config.max_len:
-        raise ValueError(
-            f"{fn}: {name} has shape {tokens.shape}: T = {tokens.shape[1]} exceeds the "
-            f"{config.max_len} rows of the position table"
+            f"{fn}: {name} must be (B, T) ids in [0, {config.vocab_size}), got shape "
+            f"{tokens.shape} with ids in [{tokens.min()}, {tokens.max()}]"
         )
     return tokens
 
@@ -245,67 +195,25 @@ def forward(
     DecoderCache of a cached pass is for reading only (``backward`` needs an uncached one).
     """
     fn = "forward"
-    dtype = _check_params(fn, params, config)
     tokens = check_tokens(fn, "tokens", tokens, config)
     B, T = tokens.shape
-    start, S = 0, T
+    start = 0
     if cache is not None:
+        dtype = params["tok_emb"].dtype
         check_cache(fn, cache, config.num_layers, B, config.num_heads, config.d_head, T, dtype)
-        start, S = cache.length, len(cache.key_positions(T))
-    if positions is not None:
-        positions = _check_positions(fn, positions, B, T, config)
-    elif config.positions == "learned" and start + T > config.max_len:
+        start = cache.length
+    if positions is not None and np.ndim(positions) == 2 and config.positions in ("rope", "alibi"):
+        raise ValueError(
+            f"{fn}: positions of shape {np.shape(positions)} (one per row) serve the learned and "
+            f"sinusoidal tables; {config.positions} depends only on distances: give (T,) or None"
+        )
+    if positions is None and config.positions == "learned" and start + T > config.max_len:
         window = isinstance(cache, RollingKVCache)
         raise ValueError(
             f"{fn}: tokens of shape {tokens.shape} after the {start} cached positions reach "
             f"position {start + T - 1}, outside the {config.max_len} rows of the position table"
             + (" (a sliding window does not lift the table's limit)" if window else "")
         )
-    if attn_mask is not None:
-        attn_mask = bool_mask(
-            fn, attn_mask, (B, config.num_heads, T, S), "scores of shape", "attn_mask"
-        )
-    for name, hook in (("head_edit", head_edit), ("residual_edit", residual_edit)):
-        if hook is not None and not callable(hook):
-            raise ValueError(f"{fn}: {name} must be None or a function, got {type(hook).__name__}")
-    return _forward(params, config, tokens, attn_mask, cache, positions, head_edit, residual_edit)
-
-
-def _check_positions(fn, positions, B, T, config):
-    """Position ids: (T,) or (B, T) non-negative integers, inside a learned table."""
-    positions = np.asarray(positions)
-    if positions.shape not in ((T,), (B, T)) or not np.issubdtype(positions.dtype, np.integer):
-        raise ValueError(
-            f"{fn}: positions must be {T} integer ids, one per token, or ({B}, {T}), one per "
-            f"token of each row, got shape {positions.shape} and dtype {positions.dtype}"
-        )
-    if positions.ndim == 2 and config.positions in ("rope", "alibi"):
-        raise ValueError(
-            f"{fn}: positions of shape {positions.shape} (one per row) serve the learned and "
-            f"sinusoidal tables; {config.positions} depends only on distances, which left "
-            f"padding leaves unchanged: give (T,) positions or None"
-        )
-    high = config.max_len if config.positions == "learned" else np.inf
-    if positions.min() < 0 or positions.max() >= high:
-        raise ValueError(
-            f"{fn}: positions of shape {positions.shape} hold ids in "
-            f"[{positions.min()}, {positions.max()}], outside [0, {high})"
-        )
-    return positions
-
-
-def _forward(
-    params,
-    config,
-    tokens,
-    attn_mask,
-    cache=None,
-    positions=None,
-    head_edit=None,
-    residual_edit=None,
-):
-    """``forward`` without input checks (its callers in this module check once)."""
-    B, T = tokens.shape
     x, blocks = _forward_blocks(
         params, config, tokens, attn_mask, head_edit, residual_edit, cache, positions
     )
@@ -380,15 +288,12 @@ def decoder_cache(
     itself and the W - 1 positions before it.
     Returns a KVCache whose K and V have shape (num_layers, batch, h, max_len or W, d_h).
     """
-    fn = "decoder_cache"
-    check_config(fn, config)
     if window is not None:
-        if max_len is not None:
+        if max_len is not None or window < 1:
             raise ValueError(
-                f"{fn}: give max_len={max_len} or window={window}, not both (a window's "
-                f"slots are its max_len)"
+                f"decoder_cache: give max_len={max_len} or window={window} >= 1, not both (a "
+                f"window's slots are its max_len)"
             )
-        window = int_at_least(fn, "window", window)
         shape = (config.num_layers, batch, config.num_heads, window, config.d_head, dtype)
         return RollingKVCache(*shape)
     max_len = config.max_len if max_len is None else max_len
@@ -421,14 +326,18 @@ def generate_greedy_with_cache(
     Shapes: start (B, t0) integer ids. Returns the generated tokens only, (B, num_new) int64.
     """
     fn = "generate_greedy_with_cache"
-    _check_params(fn, params, config)
     tokens = check_tokens(fn, "start", start, config)
-    num_new = int_at_least(fn, "num_new", num_new, minimum=0)
-    flag(fn, "position_offset", position_offset)
     B, t0 = tokens.shape
-    pad = None if prompt_lengths is None else t0 - _prompt_lengths(fn, prompt_lengths, B, t0)
+    pad = None
+    if prompt_lengths is not None:  # a length outside [1, t0] would pad a wrong number of slots
+        lengths = np.asarray(prompt_lengths)
+        if lengths.shape != (B,) or lengths.min() < 1 or lengths.max() > t0:
+            raise ValueError(
+                f"{fn}: prompt_lengths must be {B} integers in [1, {t0}] for start of shape "
+                f"({B}, {t0}), got {lengths.tolist()} of shape {lengths.shape}"
+            )
+        pad = t0 - lengths  # (B,)
     if window is not None:
-        window = int_at_least(fn, "window", window)
         if window < t0 or pad is not None:
             raise ValueError(
                 f"{fn}: window={window} must hold the prompt, start of shape {tokens.shape}, "
@@ -455,25 +364,10 @@ def generate_greedy_with_cache(
             if config.positions in ("learned", "sinusoidal"):
                 columns = np.arange(cache.length, cache.length + new.shape[1])  # (n,)
                 positions = np.maximum(columns - pad[:, None], 0)  # (B, n); pads at 0
-        logits, _ = _forward(params, config, new, mask, cache, positions)  # (B, n, vocab)
+        logits, _ = forward(params, config, new, mask, cache, positions)  # (B, n, vocab)
         out[:, step] = logits[:, -1].argmax(axis=-1)  # (B,) ties go to the lowest id
         new = out[:, step : step + 1]  # (B, 1) the next input
     return out
-
-
-def _prompt_lengths(fn, prompt_lengths, B, t0):
-    lengths = np.asarray(prompt_lengths)
-    if (
-        lengths.shape != (B,)
-        or not np.issubdtype(lengths.dtype, np.integer)
-        or lengths.min() < 1
-        or lengths.max() > t0
-    ):
-        raise ValueError(
-            f"{fn}: prompt_lengths must be {B} integers in [1, {t0}] for start of shape "
-            f"({B}, {t0}), got {lengths.tolist()} of shape {lengths.shape}"
-        )
-    return lengths
 
 
 def hidden_states(params: dict, config: DecoderConfig, tokens, attn_mask=None) -> list:
@@ -482,14 +376,7 @@ def hidden_states(params: dict, config: DecoderConfig, tokens, attn_mask=None) -
     What a probe reads (chapter 11). ``attn_mask`` as in ``forward``.
     Returns a list of num_layers + 1 arrays of shape (B, T, d).
     """
-    fn = "hidden_states"
-    _check_params(fn, params, config)
-    tokens = check_tokens(fn, "tokens", tokens, config)
-    B, T = tokens.shape
-    if attn_mask is not None:
-        attn_mask = bool_mask(
-            fn, attn_mask, (B, config.num_heads, T, T), "scores of shape", "attn_mask"
-        )
+    tokens = check_tokens("hidden_states", "tokens", tokens, config)
     x = _embed(params, config, tokens)  # (B, T, d)
     states = [x]
     for layer in range(config.num_layers):
@@ -506,13 +393,10 @@ def masked_cross_entropy(logits, targets, loss_mask):
     row selects the same positions in every sequence). Returns (loss as a Python float, cache
     for ``masked_cross_entropy_backward``).
     """
-    fn = "masked_cross_entropy"
     logits = np.asarray(logits)
-    if not np.issubdtype(logits.dtype, np.floating) or logits.ndim != 3:
-        raise ValueError(
-            f"{fn}: logits must be a float (B, T, V) array, got {logits.dtype} {logits.shape}"
-        )
-    targets, weights = _loss_weights(fn, logits.shape, targets, loss_mask, logits.dtype)
+    targets, weights = _loss_weights(
+        "masked_cross_entropy", logits.shape, targets, loss_mask, logits.dtype
+    )
     shifted = logits - max_last(logits)  # (B, T, V)
     probs = np.exp(shifted)
     total = sum_last(probs)  # (B, T, 1)
@@ -524,27 +408,17 @@ def masked_cross_entropy(logits, targets, loss_mask):
 
 
 def _loss_weights(fn, logits_shape, targets, loss_mask, dtype):
-    """Check targets and loss mask against logits (B, T, V); return (targets, m / sum(m))."""
+    """Targets (B, T) and the loss mask's weights m / sum(m) (B, T) for logits (B, T, V).
+
+    A targets array of another shape would broadcast into a wrong loss, and a mask of
+    weights other than 0/1 (or of no 1 at all) would average wrongly: both raise ValueError.
+    """
     B, T, V = logits_shape
-    targets = np.asarray(targets)
-    if not np.issubdtype(targets.dtype, np.integer) or targets.shape != (B, T):
+    targets, m = np.asarray(targets), np.asarray(loss_mask)
+    if targets.shape != (B, T) or np.broadcast_shapes(m.shape, (B, T)) != (B, T):
         raise ValueError(
-            f"{fn}: targets must be integer of shape {(B, T)} to match logits "
-            f"{logits_shape}, got {targets.dtype} {targets.shape}"
-        )
-    if targets.size and (targets.min() < 0 or targets.max() >= V):
-        raise ValueError(
-            f"{fn}: targets of shape {targets.shape} hold ids in "
-            f"[{targets.min()}, {targets.max()}], outside [0, {V})"
-        )
-    m = np.asarray(loss_mask)
-    try:
-        ok = np.broadcast_shapes(m.shape, (B, T)) == (B, T)
-    except ValueError:
-        ok = False
-    if not ok or not (m.dtype == np.bool_ or np.issubdtype(m.dtype, np.number)):
-        raise ValueError(
-            f"{fn}: loss_mask of shape {m.shape} does not broadcast to the targets' shape {(B, T)}"
+            f"{fn}: targets {targets.shape} and loss_mask {m.shape} must match the logits' "
+            f"(B, T) = {(B, T)} (loss_mask may broadcast)"
         )
     weights = np.broadcast_to(m, (B, T)).astype(dtype)  # (B, T) a copy
     if not ((weights == 0) | (weights == 1)).all() or weights.sum() == 0:
@@ -555,10 +429,6 @@ def _loss_weights(fn, logits_shape, targets, loss_mask, dtype):
 
 def masked_cross_entropy_backward(cache):
     """dL/dlogits = (softmax(logits) - onehot(targets)) * m / sum(m). Returns (B, T, V)."""
-    if not (isinstance(cache, tuple) and len(cache) == 3):
-        raise ValueError(
-            "masked_cross_entropy_backward: cache must be the one masked_cross_entropy returned"
-        )
     probs, targets, weights = cache
     B, T, V = probs.shape
     d = probs.copy()
@@ -576,17 +446,8 @@ def backward(d_logits, cache: DecoderCache) -> dict:
     get zero. Returns {name: gradient} packed like the
     parameters (same names, shapes and dtype).
     """
-    fn = "backward"
-    if not isinstance(cache, DecoderCache):
-        raise ValueError(f"{fn}: cache must be the DecoderCache of forward")
     tokens, blocks, x_out, c_f, params, config = cache
     B, T = tokens.shape
-    d_logits = np.asarray(d_logits)
-    if d_logits.shape != (B, T, config.vocab_size) or d_logits.dtype != x_out.dtype:
-        raise ValueError(
-            f"{fn}: d_logits has shape {d_logits.shape} and dtype {d_logits.dtype}; the logits "
-            f"had shape {(B, T, config.vocab_size)} and dtype {x_out.dtype}"
-        )
     d, N = config.d_model, B * T
     grads = zeros_like_packed(params)
     g2 = d_logits.reshape(N, -1)  # (B T, V)
@@ -626,15 +487,11 @@ def loss_and_grads(params: dict, config: DecoderConfig, tokens, targets, loss_ma
     would only be computed to receive a zero gradient (half of the positions in chapter 10).
     """
     fn = "loss_and_grads"
-    dtype = _check_params(fn, params, config)
     tokens = check_tokens(fn, "tokens", tokens, config)
     B, T = tokens.shape
     V, d, N = config.vocab_size, config.d_model, B * T
+    dtype = params["tok_emb"].dtype
     targets, weights = _loss_weights(fn, (B, T, V), targets, loss_mask, dtype)
-    if attn_mask is not None:
-        attn_mask = bool_mask(
-            fn, attn_mask, (B, config.num_heads, T, T), "scores of shape", "attn_mask"
-        )
     x, blocks = _forward_blocks(params, config, tokens, attn_mask)  # (B, T, d)
     rows = np.flatnonzero(weights)  # (M,) the selected positions of the flattened (B T)
     M = rows.size
@@ -674,6 +531,4 @@ def loss(params: dict, config: DecoderConfig, tokens, targets, loss_mask, attn_m
 
 def ffn_preactivations(cache: DecoderCache) -> list:
     """The feed-forward pre-activations x W_1 + b_1 of every block, (B, T, d_ff) each."""
-    if not isinstance(cache, DecoderCache):
-        raise ValueError("ffn_preactivations: cache must be the DecoderCache of forward")
     return [block.ffn.pre for block in cache.blocks]

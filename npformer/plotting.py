@@ -8,8 +8,6 @@ from __future__ import annotations
 import matplotlib as mpl
 import numpy as np
 
-from npformer.validation import number_array
-
 #: Sequential colour map for attention weights and heatmaps (perceptually uniform, readable
 #: on a light or dark page because the figure keeps its own white background).
 HEATMAP_CMAP = "viridis"
@@ -49,18 +47,10 @@ def signed_heatmap(ax, values, xlabels, ylabels, label: str):
     it (the head x position patching map of chapter 12's deeper pages). Returns the image, for
     a colour bar labelled ``label``.
     """
-    fn = "signed_heatmap"
-    if not hasattr(ax, "imshow"):
-        raise ValueError(f"{fn}: ax must be a matplotlib Axes, got {type(ax).__name__}")
-    for name, labels in (("xlabels", xlabels), ("ylabels", ylabels)):
-        if not isinstance(labels, (list, tuple)):
-            raise ValueError(f"{fn}: {name} must be a list of labels, got {type(labels).__name__}")
-    if not isinstance(label, str):
-        raise ValueError(f"{fn}: label must be a string, got {type(label).__name__}")
-    values = number_array(fn, "values", values).astype(float)
-    if values.ndim != 2 or values.shape != (len(ylabels), len(xlabels)):
+    values = np.asarray(values, dtype=float)
+    if values.shape != (len(ylabels), len(xlabels)):  # else the ticks would be mislabelled
         raise ValueError(
-            f"{fn}: values of shape {values.shape} need {len(ylabels)} row labels "
+            f"signed_heatmap: values of shape {values.shape} need {len(ylabels)} row labels "
             f"and {len(xlabels)} column labels"
         )
     limit = float(np.abs(values).max()) or 1.0

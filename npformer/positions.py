@@ -14,35 +14,15 @@ import math
 import numpy as np
 
 from npformer.attention import masked_softmax, scaled_dot_product_attention
-from npformer.validation import (
-    attention_inputs,
-    bool_mask,
-    flag,
-    float_array,
-    float_dtype,
-    generator,
-    int_at_least,
-    nonnegative_number,
-    number_array,
-    positive_number,
-    real_number,
-    same_dtype,
-)
 
 
 def _even_width(fn: str, name: str, value) -> int:
-    value = int_at_least(fn, name, value)
-    if value % 2:
-        raise ValueError(f"{fn}: {name}={value} must be even (the encoding works on pairs)")
     return value
 
 
 def _query_key_distances(fn: str, T, S) -> np.ndarray:
     """j - i for queries i = S - T .. S - 1 and keys j = 0 .. S - 1: shape (T, S)."""
-    T = int_at_least(fn, "T", T)
-    S = T if S is None else int_at_least(fn, "S", S)
-    if S < T:
-        raise ValueError(f"{fn}: S={S} keys cannot be fewer than T={T} queries")
+    S = T if S is None else S
     i = np.arange(S - T, S)[:, None]  # (T, 1) absolute query positions
     j = np.arange(S)[None, :]  # (1, S)
     return j - i  # (T, S)
@@ -57,7 +37,6 @@ def sinusoidal_frequencies(d_model: int, base: float = 10000.0) -> np.ndarray:
     Returns shape (d/2,), float64, from omega_0 = 1 (period 2 pi) down to base^(-(d-2)/d).
     """
     d = _even_width("sinusoidal_frequencies", "d_model", d_model)
-    base = positive_number("sinusoidal_frequencies", "base", base)
     i = np.arange(d // 2)  # (d/2,) i indexes PAIRS
     return base ** (-2.0 * i / d)
 
@@ -69,7 +48,7 @@ def sinusoidal_positions(num_positions: int, d_model: int, base: float = 10000.0
     two columns of a pair share one frequency. Shapes: -> (num_positions, d_model), float64.
     """
     fn = "sinusoidal_positions"
-    n = int_at_least(fn, "num_positions", num_positions, minimum=0)
+    n = num_positions
     d = _even_width(fn, "d_model", d_model)
     angles = np.arange(n)[:, None] * sinusoidal_frequencies(d, base)[None, :]  # (n, d/2)
     pe = np.empty((n, d))
@@ -86,7 +65,6 @@ def sinusoidal_shift_matrix(k, d_model: int, base: float = 10000.0) -> np.ndarra
     ``k`` may be any real offset. Shapes: -> (d_model, d_model).
     """
     d = _even_width("sinusoidal_shift_matrix", "d_model", d_model)
-    k = real_number("sinusoidal_shift_matrix", "k", k)
     theta = k * sinusoidal_frequencies(d, base)  # (d/2,)
     c, s = np.cos(theta), np.sin(theta)
     M = np.zeros((d, d))
@@ -106,11 +84,8 @@ def init_learned_positions(
 
     Shapes: -> (max_positions, d_model). Nothing exists past row max_positions - 1.
     """
-    fn = "init_learned_positions"
-    n = int_at_least(fn, "max_positions", max_positions)
-    d = int_at_least(fn, "d_model", d_model)
-    generator(fn, rng)
-    std, dtype = nonnegative_number(fn, "std", std), float_dtype(fn, "dtype", dtype)
+    n = max_positions
+    d = d_model
     return (rng.standard_normal((n, d)) * std).astype(dtype)
 
 
@@ -122,15 +97,9 @@ def add_positions(X, positions, scale_embeddings: bool = False) -> np.ndarray:
     Shapes: X (..., T, d), positions (T_max, d) with T <= T_max -> (..., T, d).
     """
     fn = "add_positions"
-    flag(fn, "scale_embeddings", scale_embeddings)
-    X = float_array(fn, "X", X, min_rank=2)
-    P = float_array(fn, "positions", positions)
+    X, P = np.asarray(X), np.asarray(positions)
     T, d = X.shape[-2:]
-    if P.ndim != 2 or P.shape[1] != d:
-        raise ValueError(
-            f"{fn}: positions must be (T_max, {d}) for X of shape {X.shape}, got shape {P.shape}"
-        )
-    if T > P.shape[0]:
+    if T > P.shape[0]:  # P[:T] would silently stop short
         raise ValueError(
             f"{fn}: X of shape {X.shape} has T={T} positions but the table of "
             f"shape {P.shape} stops at T_max={P.shape[0]}"
@@ -150,7 +119,6 @@ def rope_rotation_matrix(m, d_head: int, base: float = 10000.0) -> np.ndarray:
     Shapes: -> (d_head, d_head).
     """
     d = _even_width("rope_rotation_matrix", "d_head", d_head)
-    m = real_number("rope_rotation_matrix", "m", m)
     theta = m * sinusoidal_frequencies(d, base)  # (d/2,)
     c, s = np.cos(theta), np.sin(theta)
     R = np.zeros((d, d))
@@ -167,9 +135,7 @@ def rope_angles(positions, d_head: int, base: float = 10000.0) -> np.ndarray:
     """
     fn = "rope_angles"
     d = _even_width(fn, "d_head", d_head)
-    pos = number_array(fn, "positions", positions).astype(np.float64)
-    if pos.ndim != 1:
-        raise ValueError(f"{fn}: positions must have shape (T,), got shape {pos.shape}")
+    pos = np.asarray(positions, dtype=np.float64)
     return pos[:, None] * sinusoidal_frequencies(d, base)[None, :]  # (T, d/2)
 
 
@@ -205,20 +171,11 @@ def apply_rope(X, positions=None, base: float = 10000.0, pairing: str = "adjacen
     fn = "apply_rope"
     if pairing not in ROPE_PAIRINGS:
         raise ValueError(f"{fn}: pairing must be one of {ROPE_PAIRINGS}, got {pairing!r}")
-    X = float_array(fn, "X", X, min_rank=2)
+    X = np.asarray(X)
     T, d = X.shape[-2:]
     if d % 2:
         raise ValueError(f"{fn}: X of shape {X.shape} has an odd width d_h={d}; RoPE rotates pairs")
-    if d == 0:
-        raise ValueError(f"{fn}: X of shape {X.shape} has width d_h = 0: no pairs to rotate")
-    if positions is None:
-        positions = np.arange(T)
-    pos = number_array(fn, "positions", positions)
-    if pos.shape != (T,):
-        raise ValueError(
-            f"{fn}: positions must have shape ({T},) for X of shape {X.shape}, "
-            f"got shape {pos.shape}"
-        )
+    pos = np.arange(T) if positions is None else np.asarray(positions)
     theta = rope_angles(pos, d, base)  # (T, d/2)
     c, s = np.cos(theta).astype(X.dtype), np.sin(theta).astype(X.dtype)
     first, second = (slice(0, None, 2), slice(1, None, 2))  # adjacent: (2i, 2i + 1)
@@ -237,12 +194,9 @@ def interpolate_positions(positions, train_length: int, target_length: int) -> n
     Squeezes positions 0 .. n' - 1 of a longer context back into the range [0, n_train) seen in
     training, so RoPE's angles stay inside the trained range. Shapes: (T,) -> (T,) float64.
     """
-    fn = "interpolate_positions"
-    n_train = int_at_least(fn, "train_length", train_length)
-    n_new = int_at_least(fn, "target_length", target_length)
-    pos = number_array(fn, "positions", positions).astype(np.float64)
-    if pos.ndim != 1:
-        raise ValueError(f"{fn}: positions must have shape (T,), got shape {pos.shape}")
+    n_train = train_length
+    n_new = target_length
+    pos = np.asarray(positions, dtype=np.float64)
     return pos * (n_train / n_new)
 
 
@@ -255,7 +209,7 @@ def relative_position_index(T: int, S: int | None = None, max_distance: int = 4)
     Shapes: -> (T, S) integers in 0 .. 2k; S defaults to T (queries are the last T keys).
     """
     fn = "relative_position_index"
-    k = int_at_least(fn, "max_distance", max_distance)
+    k = max_distance
     return np.clip(_query_key_distances(fn, T, S), -k, k) + k  # (T, S)
 
 
@@ -269,28 +223,11 @@ def shaw_attention(Q, K, V, rel_keys, rel_values, mask=None, scale: bool = True)
     rel_values (2k+1, d_v); mask broadcasts to (..., T, S).
     Returns (out (..., T, d_v), weights (..., T, S)).
     """
-    fn = "shaw_attention"
-    Q, K, V, batch = attention_inputs(fn, Q, K, V)
-    flag(fn, "scale", scale)
-    A_k = float_array(fn, "rel_keys", rel_keys, min_rank=2)
-    A_v = float_array(fn, "rel_values", rel_values, min_rank=2)
-    same_dtype(fn, Q=Q, rel_keys=A_k, rel_values=A_v)
-    scores_shape = batch + (Q.shape[-2], K.shape[-2])
-    if K.shape[-2] < Q.shape[-2]:
+    Q, K, V = np.asarray(Q), np.asarray(K), np.asarray(V)
+    A_k, A_v = np.asarray(rel_keys), np.asarray(rel_values)
+    if A_k.shape[0] != A_v.shape[0] or A_k.shape[0] % 2 == 0:  # else k would be read wrongly
         raise ValueError(
-            f"{fn}: K {K.shape} has fewer keys than Q {Q.shape} has queries; the queries are "
-            f"the last T of the S positions"
-        )
-    if (
-        A_k.ndim != 2
-        or A_v.ndim != 2
-        or A_k.shape[0] != A_v.shape[0]
-        or A_k.shape[0] % 2 == 0
-        or A_k.shape[1] != Q.shape[-1]
-        or A_v.shape[1] != V.shape[-1]
-    ):
-        raise ValueError(
-            f"{fn}: rel_keys {A_k.shape} and rel_values {A_v.shape} must be "
+            f"shaw_attention: rel_keys {A_k.shape} and rel_values {A_v.shape} must be "
             f"(2k+1, {Q.shape[-1]}) and (2k+1, {V.shape[-1]})"
         )
     T, S = Q.shape[-2], K.shape[-2]
@@ -303,8 +240,6 @@ def shaw_attention(Q, K, V, rel_keys, rel_values, mask=None, scale: bool = True)
     scores = scores + np.einsum("...tr,tsr->...ts", q_rel, one_hot)  # (..., T, S) + position
     if scale:
         scores = scores * (1.0 / math.sqrt(Q.shape[-1]))
-    if mask is not None:
-        mask = bool_mask(fn, mask, scores_shape, "scores of shape")
     weights = masked_softmax(scores, mask)  # (..., T, S)
     bucket_weights = np.einsum("...ts,tsr->...tr", weights, one_hot)  # (..., T, 2k+1)
     out = weights @ V + bucket_weights @ A_v  # (..., T, d_v)
@@ -334,24 +269,20 @@ def t5_relative_bucket(
     """
     fn = "t5_relative_bucket"
     rp = np.asarray(relative_position)
-    if not np.issubdtype(rp.dtype, np.integer):
+    half = num_buckets // 2 if bidirectional else num_buckets
+    if (bidirectional and num_buckets % 2) or not max_distance > half // 2:
         raise ValueError(
-            f"{fn}: relative_position must be integer, got dtype {rp.dtype} with shape {rp.shape}"
+            f"{fn}: num_buckets={num_buckets} must be even when bidirectional and max_distance="
+            f"{max_distance} exceed the exact range {half // 2} (else the log buckets break)"
         )
-    num_buckets = int_at_least(fn, "num_buckets", num_buckets, minimum=4)
-    flag(fn, "bidirectional", bidirectional)
     buckets = np.zeros(rp.shape, dtype=np.int64)
     if bidirectional:
-        if num_buckets % 2:
-            raise ValueError(f"{fn}: num_buckets={num_buckets} must be even when bidirectional")
         num_buckets //= 2
         buckets += (rp > 0) * num_buckets
         n = np.abs(rp)
     else:
         n = -np.minimum(rp, 0)
     max_exact = num_buckets // 2
-    if not int_at_least(fn, "max_distance", max_distance) > max_exact:
-        raise ValueError(f"{fn}: max_distance={max_distance} must exceed {max_exact}")
     values, inverse = np.unique(n, return_inverse=True)
     table = np.array(
         [_t5_bucket_of_distance(int(v), num_buckets, max_exact, max_distance) for v in values],
@@ -369,9 +300,7 @@ def t5_bias(
     (h, T, S), which broadcasts against (B, h, T, S) scores.
     """
     fn = "t5_bias"
-    table = float_array(fn, "bias_table", bias_table)
-    if table.ndim != 2:
-        raise ValueError(f"{fn}: bias_table must be (num_buckets, h), got shape {table.shape}")
+    table = np.asarray(bias_table)
     rel = _query_key_distances(fn, T, S)  # (T, S)
     buckets = t5_relative_bucket(rel, bidirectional, table.shape[0], max_distance)
     return np.moveaxis(table[buckets], -1, 0)  # (h, T, S)
@@ -384,7 +313,7 @@ def alibi_slopes(num_heads: int) -> np.ndarray:
     closest smaller power of two are followed by every other slope of twice that power.
     Shapes: -> (h,).
     """
-    h = int_at_least("alibi_slopes", "num_heads", num_heads)
+    h = num_heads
 
     def power_of_two(n: int) -> list[float]:
         return [2.0 ** (-8.0 * k / n) for k in range(1, n + 1)]
@@ -416,7 +345,5 @@ def attention_with_bias(Q, K, V, bias, mask=None, scale: bool = True):
     (..., T, S) (for example (h, T, S) against (B, h, T, S)); mask likewise, True = may attend.
     Returns (out (..., T, d_v), weights (..., T, S)).
     """
-    if bias is None:
-        raise ValueError("attention_with_bias: bias must be a float array, got None")
     out, cache = scaled_dot_product_attention(Q, K, V, mask=mask, scale=scale, bias=bias)
     return out, cache.weights  # (..., T, d_v), (..., T, S)

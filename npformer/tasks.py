@@ -37,22 +37,6 @@ class Batch(NamedTuple):
     loss_mask: np.ndarray  # (B, 2L) float: 1 on the L answer positions, 0 elsewhere
 
 
-def _check_task(fn: str, task: str) -> None:
-    if task not in TASKS:
-        raise ValueError(f"{fn}: task must be one of {TASKS}, got {task!r}")
-
-
-def _check_rng(fn: str, rng) -> None:
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError(f"{fn}: rng must be a numpy Generator, got {type(rng).__name__}")
-
-
-def _check_positive(fn: str, **values: int) -> None:
-    for name, value in values.items():
-        if not isinstance(value, (int, np.integer)) or isinstance(value, bool) or value < 1:
-            raise ValueError(f"{fn}: {name} must be a positive integer, got {value!r}")
-
-
 def answer(prompts, task: str) -> np.ndarray:
     """The answer the task asks for: the prompt itself (copy) or sorted along the last axis (sort).
 
@@ -78,14 +62,8 @@ def make_batch(
 
     Returns a :class:`Batch` of three (B, 2L) arrays.
     """
-    fn = "make_batch"
-    _check_task(fn, task)
-    _check_positive(fn, batch_size=batch_size, length=length)
-    _check_rng(fn, rng)
-    try:
-        dtype = np.dtype(dtype)
-    except TypeError:
-        raise ValueError(f"{fn}: dtype must be a NumPy dtype, got {dtype!r}") from None
+    if task not in TASKS:  # ``answer`` reads anything but "sort" as copy
+        raise ValueError(f"make_batch: task must be one of {TASKS}, got {task!r}")
     prompts = random_prompts(rng, batch_size, length)  # (B, L)
     sep = np.full((batch_size, 1), SEP, dtype=np.int64)  # (B, 1)
     sequence = np.concatenate([prompts, sep, answer(prompts, task)], axis=1)  # (B, 2L + 1)
@@ -96,29 +74,23 @@ def make_batch(
 
 def evaluation_prompts(n: int, length: int, seed: int = 999) -> np.ndarray:
     """The fixed held-out prompts of the evaluation: ``n`` prompts from their own seed, (n, L)."""
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ValueError(f"evaluation_prompts: seed must be an integer >= 0, got {seed!r}")
-    _check_positive("evaluation_prompts", n=n, length=length)
     return random_prompts(np.random.default_rng(seed), n, length)
 
 
 def with_separator(prompts) -> np.ndarray:
     """Append the separator to each prompt: (B, L) -> (B, L + 1), what generation starts from."""
     prompts = np.asarray(prompts)
-    if prompts.ndim != 2 or not np.issubdtype(prompts.dtype, np.integer):
+    if prompts.size and (prompts.min() < 0 or prompts.max() >= ALPHABET_SIZE):  # SEP included
         raise ValueError(
-            f"with_separator: prompts must be a (B, L) integer array, got dtype {prompts.dtype} "
-            f"with shape {prompts.shape}"
+            f"with_separator: prompts must hold symbols in [0, {ALPHABET_SIZE}), got shape "
+            f"{prompts.shape} with values in [{prompts.min()}, {prompts.max()}]"
         )
-    if prompts.size and (prompts.min() < 0 or prompts.max() >= ALPHABET_SIZE):
-        raise ValueError(f"with_separator: prompts must hold symbols in [0, {ALPHABET_SIZE})")
     sep = np.full((prompts.shape[0], 1), SEP, dtype=np.int64)  # (B, 1)
     return np.concatenate([prompts.astype(np.int64, copy=False), sep], axis=1)  # (B, L + 1)
 
 
 def distinct_share(length: int, alphabet_size: int = ALPHABET_SIZE) -> float:
     """Probability that ``length`` uniform symbols are all different: a!/(a-L)! / a^L."""
-    _check_positive("distinct_share", length=length, alphabet_size=alphabet_size)
     share = 1.0
     for k in range(length):
         share *= (alphabet_size - k) / alphabet_size

@@ -36,7 +36,6 @@ from npformer.attention import (
 from npformer.model import masked_cross_entropy, masked_cross_entropy_backward
 from npformer.multi_head import merge_heads, split_heads
 from npformer.optim import Adam
-from npformer.validation import divisible, float_array, int_at_least, positive_number
 
 #: The parameter names of the model, in order.
 PARAM_NAMES = ("W_q", "W_k", "W_v", "W_o")
@@ -62,34 +61,21 @@ class LookbackTask(NamedTuple):
 
 def make_task(vocab_size: int, seq_len: int, offsets) -> LookbackTask:
     """A validated :class:`LookbackTask`; each offset in 1 .. seq_len - 1, no repeats."""
-    fn = "make_task"
-    vocab_size = int_at_least(fn, "vocab_size", vocab_size, 2)
-    seq_len = int_at_least(fn, "seq_len", seq_len, 2)
-    try:
-        offsets = tuple(int_at_least(fn, "offsets[...]", k, 1) for k in offsets)
-    except TypeError:
-        raise ValueError(f"{fn}: offsets must be a sequence of integers, got {offsets!r}") from None
-    if not offsets or len(set(offsets)) != len(offsets) or max(offsets) >= seq_len:
+    offsets = tuple(int(k) for k in offsets)  # an offset outside 1 .. T - 1 would wrap
+    if (
+        not offsets
+        or len(set(offsets)) != len(offsets)
+        or not 0 < min(offsets) <= max(offsets) < seq_len
+    ):
         raise ValueError(
-            f"{fn}: offsets {offsets} must be distinct integers in 1 .. {seq_len - 1} "
+            f"make_task: offsets {offsets} must be distinct integers in 1 .. {seq_len - 1} "
             f"(seq_len={seq_len})"
         )
     return LookbackTask(vocab_size, seq_len, offsets)
 
 
-def _check_task(fn: str, task) -> LookbackTask:
-    if not isinstance(task, LookbackTask):
-        raise ValueError(f"{fn}: task must be a LookbackTask (see make_task), got {task!r}")
-    return task
-
-
 def sample_batch(task: LookbackTask, batch_size: int, rng: np.random.Generator):
     """Random tokens (B, T) and their targets (B, T, len(offsets)), both int64."""
-    fn = "sample_batch"
-    task = _check_task(fn, task)
-    batch_size = int_at_least(fn, "batch_size", batch_size, 1)
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError(f"{fn}: rng must be a numpy Generator, got {type(rng).__name__}")
     tokens = rng.integers(0, task.vocab_size, size=(batch_size, task.seq_len))  # (B, T)
     return tokens, targets_of(task, tokens)
 
@@ -102,29 +88,23 @@ def targets_of(task: LookbackTask, tokens) -> np.ndarray:
 
 
 def _tokens(fn: str, task: LookbackTask, tokens) -> np.ndarray:
+    """(B, seq_len) ids of the task's vocabulary: others would be encoded or scored wrongly."""
     tokens = np.asarray(tokens)
-    if not np.issubdtype(tokens.dtype, np.integer) or tokens.ndim != 2:
+    if (
+        tokens.ndim != 2
+        or tokens.shape[1] != task.seq_len
+        or not 0 <= tokens.min() <= tokens.max() < task.vocab_size
+    ):
         raise ValueError(
-            f"{fn}: tokens must be an integer array of shape (B, T), got dtype {tokens.dtype} "
-            f"with shape {tokens.shape}"
-        )
-    if tokens.shape[1] != task.seq_len or tokens.shape[0] == 0:
-        raise ValueError(
-            f"{fn}: tokens has shape {tokens.shape}, expected (B >= 1, {task.seq_len})"
-        )
-    if tokens.min() < 0 or tokens.max() >= task.vocab_size:
-        raise ValueError(
-            f"{fn}: tokens must lie in 0 .. {task.vocab_size - 1}, got values "
-            f"{tokens.min()} .. {tokens.max()}"
+            f"{fn}: tokens must have shape (B, {task.seq_len}) and lie in 0 .. "
+            f"{task.vocab_size - 1}, got shape {tokens.shape}"
         )
     return tokens
 
 
 def encode(task: LookbackTask, tokens) -> np.ndarray:
     """One-hot symbol and one-hot position side by side: (B, T) -> (B, T, vocab_size + T)."""
-    fn = "encode"
-    task = _check_task(fn, task)
-    tokens = _tokens(fn, task, tokens)
+    tokens = _tokens("encode", task, tokens)
     B, T = tokens.shape
     X = np.zeros((B, T, task.d_in))
     X[np.arange(B)[:, None], np.arange(T)[None, :], tokens] = 1.0  # the symbol
@@ -134,11 +114,6 @@ def encode(task: LookbackTask, tokens) -> np.ndarray:
 
 def init_params(task: LookbackTask, d_model: int, rng: np.random.Generator) -> dict:
     """Random W_q, W_k, W_v (d_in, d_model) and W_o (d_model, m vocab_size), N(0, 1/fan_in)."""
-    fn = "init_params"
-    task = _check_task(fn, task)
-    d_model = int_at_least(fn, "d_model", d_model, 1)
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError(f"{fn}: rng must be a numpy Generator, got {type(rng).__name__}")
     d_out = len(task.offsets) * task.vocab_size
     shapes = {"W_q": (task.d_in, d_model), "W_k": (task.d_in, d_model)}
     shapes |= {"W_v": (task.d_in, d_model), "W_o": (d_model, d_out)}
@@ -156,44 +131,14 @@ class ModelCache(NamedTuple):
     num_outputs: int
 
 
-def _check_params(fn: str, params, d_in: int | None = None) -> tuple[int, int]:
-    if not isinstance(params, dict) or any(n not in params for n in PARAM_NAMES):
-        got = sorted(params) if isinstance(params, dict) else type(params).__name__
-        raise ValueError(f"{fn}: params must be a dict with {list(PARAM_NAMES)}, got {got}")
-    W = {n: float_array(fn, f"params[{n!r}]", params[n]) for n in PARAM_NAMES}
-    d_model = W["W_q"].shape[-1]
-    for n in ("W_q", "W_k", "W_v"):
-        if W[n].ndim != 2 or W[n].shape != W["W_q"].shape:
-            raise ValueError(
-                f"{fn}: params[{n!r}] has shape {W[n].shape}, W_q has shape {W['W_q'].shape}: "
-                "W_q, W_k, W_v must share one (d_in, d_model) shape"
-            )
-    if W["W_o"].ndim != 2 or W["W_o"].shape[0] != d_model:
-        raise ValueError(
-            f"{fn}: params['W_o'] has shape {W['W_o'].shape}, expected (d_model={d_model}, ...)"
-        )
-    if d_in is not None and W["W_q"].shape[0] != d_in:
-        raise ValueError(
-            f"{fn}: params['W_q'] has shape {W['W_q'].shape} but X has width d_in={d_in}"
-        )
-    return d_model, W["W_o"].shape[1]
-
-
 def forward(X, params: dict, num_heads: int, num_outputs: int = 1):
     """logits = merge(attention(split(X W_q), split(X W_k), split(X W_v))) W_o.
 
     Shapes: X (B, T, d_in); params from :func:`init_params`. Returns
     (logits (B, T, num_outputs, vocab_size), ModelCache).
     """
-    fn = "forward"
-    X = float_array(fn, "X", X)
-    if X.ndim != 3:
-        raise ValueError(f"{fn}: X must have shape (B, T, d_in), got shape {X.shape}")
-    d_model, d_out = _check_params(fn, params, X.shape[-1])
-    num_heads = int_at_least(fn, "num_heads", num_heads, 1)
-    num_outputs = int_at_least(fn, "num_outputs", num_outputs, 1)
-    divisible(fn, d_model, num_heads)
-    divisible(fn, d_out, num_outputs, "W_o's width", "num_outputs")
+    X = np.asarray(X)
+    d_out = params["W_o"].shape[1]
     Q = split_heads(X @ params["W_q"], num_heads)  # (B, h, T, d_h)
     K = split_heads(X @ params["W_k"], num_heads)  # (B, h, T, d_h)
     V = split_heads(X @ params["W_v"], num_heads)  # (B, h, T, d_h)
@@ -211,17 +156,8 @@ def backward(d_logits, cache: ModelCache) -> dict:
     dW_o = Y^T dlogits; dY = dlogits W_o^T; the attention core's backward gives dQ, dK, dV
     per head; merged back, dW_q = X^T dQ (and likewise for K, V), summed over the batch.
     """
-    fn = "backward"
-    d_logits = float_array(fn, "d_logits", d_logits)
-    if not isinstance(cache, ModelCache):
-        raise ValueError(
-            f"{fn}: cache must be the ModelCache of forward, got {type(cache).__name__}"
-        )
     X, att, merged, params, h, m = cache
     B, T, _ = X.shape
-    expected = (B, T, m, params["W_o"].shape[1] // m)
-    if d_logits.shape != expected:
-        raise ValueError(f"{fn}: d_logits has shape {d_logits.shape}, expected {expected}")
     d_flat = d_logits.reshape(B, T, -1)  # (B, T, m vocab)
     grads = {"W_o": np.einsum("btd,bto->do", merged, d_flat)}  # (d_model, m vocab)
     d_heads = split_heads(d_flat @ params["W_o"].T, h)  # (B, h, T, d_h)
@@ -236,18 +172,6 @@ def cross_entropy(logits, targets):
 
     Returns (loss, dL/dlogits of the same shape as logits).
     """
-    fn = "cross_entropy"
-    logits = float_array(fn, "logits", logits)
-    targets = np.asarray(targets)
-    if logits.ndim != 4:
-        raise ValueError(f"{fn}: logits must have shape (B, T, m, vocab), got {logits.shape}")
-    if not np.issubdtype(targets.dtype, np.integer) or logits.shape[:-1] != targets.shape:
-        raise ValueError(
-            f"{fn}: targets (integers) must have shape logits.shape[:-1]; got logits "
-            f"{logits.shape} and targets {targets.shape} of dtype {targets.dtype}"
-        )
-    if targets.size == 0 or targets.min() < 0 or targets.max() >= logits.shape[-1]:
-        raise ValueError(f"{fn}: targets must lie in 0 .. {logits.shape[-1] - 1}")
     # the decoder's loss with every position selected: (B, T, m, V) -> (B, T * m, V)
     B, T, m, V = logits.shape
     loss, cache = masked_cross_entropy(logits.reshape(B, T * m, V), targets.reshape(B, T * m), 1)
@@ -269,12 +193,6 @@ def train(
     lr: float = 0.05,
 ) -> TrainResult:
     """Adam on fresh random batches; the seed fixes the initial weights and every batch."""
-    fn = "train"
-    task = _check_task(fn, task)
-    seed = int_at_least(fn, "seed", seed, 0)
-    steps = int_at_least(fn, "steps", steps, 0)
-    lr = positive_number(fn, "lr", lr)
-    divisible(fn, int_at_least(fn, "d_model", d_model, 1), int_at_least(fn, "num_heads", num_heads))
     rng = np.random.default_rng(seed)
     params = init_params(task, d_model, rng)
     optimizer = Adam(params, lr=lr)
@@ -296,9 +214,7 @@ class Evaluation(NamedTuple):
 
 def evaluate(task: LookbackTask, params: dict, num_heads: int, tokens) -> Evaluation:
     """Accuracy of the model's argmax predictions on ``tokens`` (B, T), and its weights."""
-    fn = "evaluate"
-    task = _check_task(fn, task)
-    tokens = _tokens(fn, task, tokens)
+    tokens = _tokens("evaluate", task, tokens)
     logits, cache = forward(encode(task, tokens), params, num_heads, len(task.offsets))
     correct = logits.argmax(axis=-1) == targets_of(task, tokens)  # (B, T, m)
     return Evaluation(
@@ -316,9 +232,7 @@ def most_frequent_accuracy(task: LookbackTask, tokens) -> float:
     offset are the sequence's own tokens in another order, so the guess is right at
     (largest count) / seq_len of the positions.
     """
-    fn = "most_frequent_accuracy"
-    task = _check_task(fn, task)
-    tokens = _tokens(fn, task, tokens)
+    tokens = _tokens("most_frequent_accuracy", task, tokens)
     symbols = np.arange(task.vocab_size)
     counts = (tokens[:, :, None] == symbols).sum(axis=1)  # (B, vocab)
     guess = counts.argmax(axis=-1)  # (B,) a commonest symbol
@@ -337,7 +251,6 @@ def position_blind_accuracy(task: LookbackTask, tokens) -> float:
     budget differently).
     """
     fn = "position_blind_accuracy"
-    task = _check_task(fn, task)
     if len(task.offsets) != 1:
         raise ValueError(f"{fn}: needs a task with one offset, got offsets {task.offsets}")
     tokens = _tokens(fn, task, tokens)
@@ -410,14 +323,6 @@ def train_mlp_readout(
     lr: float = 0.01,
 ) -> TrainResult:
     """:func:`train` with a ReLU MLP readout (d_model -> hidden -> m vocab) in place of W_o."""
-    fn = "train_mlp_readout"
-    task = _check_task(fn, task)
-    seed = int_at_least(fn, "seed", seed, 0)
-    steps = int_at_least(fn, "steps", steps, 0)
-    hidden = int_at_least(fn, "hidden", hidden, 1)
-    batch_size = int_at_least(fn, "batch_size", batch_size, 1)
-    lr = positive_number(fn, "lr", lr)
-    divisible(fn, int_at_least(fn, "d_model", d_model, 1), int_at_least(fn, "num_heads", num_heads))
     rng = np.random.default_rng(seed)
     params = _init_mlp_params(task, d_model, hidden, rng)
     optimizer = Adam(params, lr=lr)
@@ -433,14 +338,7 @@ def train_mlp_readout(
 
 def evaluate_mlp_readout(task: LookbackTask, params: dict, num_heads: int, tokens) -> Evaluation:
     """:func:`evaluate` for a model trained by :func:`train_mlp_readout`."""
-    fn = "evaluate_mlp_readout"
-    task = _check_task(fn, task)
-    tokens = _tokens(fn, task, tokens)
-    if not isinstance(params, dict) or any(n not in params for n in MLP_PARAM_NAMES):
-        got = sorted(params) if isinstance(params, dict) else type(params).__name__
-        raise ValueError(f"{fn}: params must be a dict with {list(MLP_PARAM_NAMES)}, got {got}")
-    num_heads = int_at_least(fn, "num_heads", num_heads, 1)
-    divisible(fn, params["W_q"].shape[-1], num_heads)
+    tokens = _tokens("evaluate_mlp_readout", task, tokens)
     m = len(task.offsets)
     logits, cache = _forward_mlp(encode(task, tokens), params, num_heads, m)
     correct = logits.argmax(axis=-1) == targets_of(task, tokens)  # (B, T, m)
@@ -459,7 +357,6 @@ def one_job_plus_commonest_accuracy(task: LookbackTask, tokens) -> float:
     positions for more than one look-up. Needs two or more offsets.
     """
     fn = "one_job_plus_commonest_accuracy"
-    task = _check_task(fn, task)
     tokens = _tokens(fn, task, tokens)
     if len(task.offsets) < 2:
         raise ValueError(f"{fn}: task needs two or more offsets, got offsets={task.offsets}")

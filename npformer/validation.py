@@ -35,18 +35,6 @@ def same_dtype(func: str, **arrays: np.ndarray) -> None:
         raise ValueError(f"{func}: inputs must share one dtype, got {listed}")
 
 
-def number_array(func: str, name: str, x, min_rank: int = 0) -> np.ndarray:
-    """Return ``x`` as an ndarray of integers or floats (not bools, strings or objects)."""
-    arr = np.asarray(x)
-    if arr.dtype == np.bool_ or not np.issubdtype(arr.dtype, np.number):
-        raise ValueError(f"{func}: {name} must be numbers, got dtype {arr.dtype} shape {arr.shape}")
-    if arr.ndim < min_rank:
-        raise ValueError(
-            f"{func}: {name} must have rank >= {min_rank}, got shape {arr.shape} (rank {arr.ndim})"
-        )
-    return arr
-
-
 def bool_mask(
     func: str, mask, target_shape: tuple[int, ...], what: str, name: str = "mask"
 ) -> np.ndarray:
@@ -140,76 +128,6 @@ def flag(func: str, name: str, value) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise ValueError(f"{func}: {name} must be True or False, got {value!r}")
     return bool(value)
-
-
-def positive_number(func: str, name: str, value) -> float:
-    """Return ``value`` as a float if it is a finite real number > 0 (bools refused)."""
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
-        value, (bool, np.bool_)
-    )
-    if not ok or not np.isfinite(value) or not value > 0:
-        raise ValueError(f"{func}: {name} must be a positive finite number, got {value!r}")
-    return float(value)
-
-
-def real_number(func: str, name: str, value) -> float:
-    """Return ``value`` as a float if it is a finite real number (bools refused)."""
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
-        value, (bool, np.bool_)
-    )
-    if not ok or not np.isfinite(value):
-        raise ValueError(f"{func}: {name} must be a finite number, got {value!r}")
-    return float(value)
-
-
-def nonnegative_number(func: str, name: str, value) -> float:
-    """Return ``value`` as a float if it is a finite real number >= 0 (bools refused)."""
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(
-        value, (bool, np.bool_)
-    )
-    if not ok or not np.isfinite(value) or not value >= 0:
-        raise ValueError(f"{func}: {name} must be a finite number >= 0, got {value!r}")
-    return float(value)
-
-
-def float_dtype(func: str, name: str, dtype) -> np.dtype:
-    """Return ``dtype`` as a floating ``np.dtype``, or raise ValueError naming it."""
-    try:
-        dt = np.dtype(dtype)
-    except TypeError:
-        raise ValueError(f"{func}: {name} must be floating, got {dtype!r}") from None
-    if not np.issubdtype(dt, np.floating):
-        raise ValueError(f"{func}: {name} must be floating, got {dt}")
-    return dt
-
-
-def sequence(func: str, name: str, value, min_len: int = 0) -> list:
-    """Return ``value`` as a list if it is a list, tuple or 1-D array of >= ``min_len`` items."""
-    if isinstance(value, np.ndarray) and value.ndim == 1:
-        value = value.tolist()
-    if not isinstance(value, (list, tuple)) or len(value) < min_len:
-        raise ValueError(
-            f"{func}: {name} must be a list or tuple of at least {min_len} item(s), got "
-            f"{type(value).__name__}"
-        )
-    return list(value)
-
-
-def generator(func: str, rng) -> np.random.Generator:
-    """Return ``rng`` if it is a ``numpy.random.Generator``, or raise ValueError."""
-    if not isinstance(rng, np.random.Generator):
-        raise ValueError(
-            f"{func}: rng must be a numpy.random.Generator (np.random.default_rng(seed)), "
-            f"got {type(rng).__name__}"
-        )
-    return rng
-
-
-def array_dict(func: str, name: str, value) -> dict:
-    """Return ``value`` if it is a dict (name -> array), or raise ValueError."""
-    if not isinstance(value, dict):
-        raise ValueError(f"{func}: {name} must be a dict name -> array, got {type(value).__name__}")
-    return value
 
 
 def axis_of(func: str, axis, ndim: int, shape) -> int:

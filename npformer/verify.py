@@ -242,12 +242,6 @@ def verify(
     ``overrides`` maps a reference's name to a value to use instead of recomputing it (for
     testing that a wrong value is reported as outside).
     """
-    if not isinstance(references, (tuple, list)) or not all(
-        isinstance(r, Reference) for r in references
-    ):
-        raise ValueError(f"verify: references must be a tuple of Reference, got {references!r}")
-    if overrides is not None and not isinstance(overrides, Mapping):
-        raise ValueError(f"verify: overrides must map names to numbers, got {overrides!r}")
     stream = sys.stdout if stream is None else stream
     overrides = dict(overrides or {})
     unknown = set(overrides) - {r.name for r in references}

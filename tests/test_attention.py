@@ -476,20 +476,11 @@ def test_causal_fast_path_equals_the_causal_mask(T, S, with_bias):
 
 
 def test_bias_and_causal_bad_inputs():
-    from npformer.attention import scaled_dot_product_attention_backward
 
     rng = np.random.default_rng(25)
     Q, K, V = rng.normal(size=(2, 4, 3)), rng.normal(size=(2, 5, 3)), rng.normal(size=(2, 5, 3))
-    with pytest.raises(
-        ValueError, match=r"bias of shape \(4, 4\) does not broadcast .*\(2, 4, 5\)"
-    ):
-        scaled_dot_product_attention(Q, K, V, bias=np.zeros((4, 4)))
     with pytest.raises(ValueError, match=r"bias of shape \(3, 2, 4, 5\) does not broadcast"):
         scaled_dot_product_attention(Q, K, V, bias=np.zeros((3, 2, 4, 5)))  # adds an axis
-    with pytest.raises(ValueError, match=r"bias must be a floating array, got dtype int64"):
-        scaled_dot_product_attention(Q, K, V, bias=np.zeros((4, 5), dtype=np.int64))
-    with pytest.raises(ValueError, match=r"bias must be a floating array, got dtype object"):
-        scaled_dot_product_attention(Q, K, V, bias=[None])
     with pytest.raises(ValueError, match=r"causal=True needs at least as many keys"):
         scaled_dot_product_attention(K, Q, V[:, :4], causal=True)
     with pytest.raises(ValueError, match=r"causal must be True or False, got 1"):
@@ -499,12 +490,6 @@ def test_bias_and_causal_bad_inputs():
     with pytest.raises(ValueError, match=r"width d_h = 0"):
         scaled_dot_product_attention(Q[..., :0], K[..., :0], V)
     out, cache = scaled_dot_product_attention(Q, K, V)
-    with pytest.raises(ValueError, match=r"bias_grad=True, but the forward pass had no bias"):
-        scaled_dot_product_attention_backward(out, cache, bias_grad=True)
-    with pytest.raises(ValueError, match=r"cache must be the AttentionCache"):
-        scaled_dot_product_attention_backward(out, tuple(cache))
-    with pytest.raises(ValueError, match=r"d_out must be a floating array"):
-        scaled_dot_product_attention_backward(None, cache)
 
 
 def test_torch_reference_catches_an_unscaled_score_and_a_leaky_mask():

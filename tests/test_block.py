@@ -82,19 +82,6 @@ def test_layer_norm_matches_torch():
         np.testing.assert_allclose(dbeta, bt.grad.numpy(), atol=1e-12)
 
 
-def test_layer_norm_bad_inputs():
-    x = np.zeros((2, 4))
-    with pytest.raises(ValueError, match=r"gamma \(3,\).*\(4,\).*\(2, 4\)"):
-        layer_norm(x, np.ones(3), np.zeros(4))
-    with pytest.raises(ValueError, match="float64.*float32"):
-        layer_norm(x, np.ones(4, np.float32), np.zeros(4))
-    with pytest.raises(ValueError, match="floating"):
-        layer_norm(np.zeros((2, 4), int), np.ones(4), np.zeros(4))
-    _, cache = layer_norm(x + np.arange(4), np.ones(4), np.zeros(4))
-    with pytest.raises(ValueError, match=r"\(2, 3\).*\(2, 4\)"):
-        layer_norm_backward(np.zeros((2, 3)), cache)
-
-
 # ----------------------------------------------------------------------------- feed-forward
 
 
@@ -182,19 +169,9 @@ def test_feed_forward_keeps_float32():
 def test_feed_forward_bad_inputs():
     rng = np.random.default_rng(6)
     params = init_feed_forward_params(4, 8, rng)
-    with pytest.raises(ValueError, match=r"x has shape \(2, 5\).*W_1 must have shape \(5, 8\)"):
-        feed_forward(np.zeros((2, 5)), params)
     with pytest.raises(ValueError, match="activation must be one of"):
         feed_forward(np.zeros((2, 4)), params, "tanh")
-    with pytest.raises(ValueError, match=r"lacks \['W_gate', 'b_gate'\]"):
-        feed_forward(np.zeros((2, 4)), params, "swiglu")
-    with pytest.raises(ValueError, match="float32.*float64"):
-        feed_forward(np.zeros((2, 4), np.float32), params)
     _, cache = feed_forward(np.ones((2, 4)), params)
-    with pytest.raises(ValueError, match=r"\(2, 3\).*\(2, 4\)"):
-        feed_forward_backward(np.zeros((2, 3)), cache)
-    with pytest.raises(ValueError, match="d_model must be an integer >= 1, got 0"):
-        init_feed_forward_params(0, 8, rng)
 
 
 # ----------------------------------------------------------------------------- attention
@@ -251,8 +228,6 @@ def test_attention_backward_bad_inputs():
     out, cache = scaled_dot_product_attention(*(rng.normal(size=(3, 4)) for _ in range(3)))
     with pytest.raises(ValueError, match=r"d_out has shape \(3, 5\).*\(3, 4\)"):
         scaled_dot_product_attention_backward(np.zeros((3, 5)), cache)
-    with pytest.raises(ValueError, match="float32.*float64"):
-        scaled_dot_product_attention_backward(np.zeros((3, 4), np.float32), cache)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

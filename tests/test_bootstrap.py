@@ -52,23 +52,6 @@ def test_percentile_interval_is_the_quantiles():
     np.testing.assert_allclose(percentile_interval(draws, 0.9), (50.0, 950.0))
 
 
-@pytest.mark.parametrize(
-    "kwargs, match",
-    [
-        ({"accuracies": [0.5]}, "accuracies must be a 1-d array of >= 2 runs"),
-        ({"accuracies": [0.5, 1.2]}, r"must lie in \[0, 1\]"),
-        ({"n": 0}, "n must be a positive integer"),
-        ({"n": 2.5}, "n must be a positive integer"),
-        ({"resamples": 100}, "resamples must be an integer >= 1000"),
-        ({"level": 95}, r"level must be a float in \(0, 1\)"),
-    ],
-)
-def test_bad_inputs(kwargs, match):
-    args = {"accuracies": [0.9, 0.8, 0.85], "n": 500, **kwargs}
-    with pytest.raises(ValueError, match=match):
-        mean_interval(**args)
-
-
 def test_item_interval_agrees_with_the_binomial_version_on_0_1_items():
     from npformer.bootstrap import item_mean_interval
 

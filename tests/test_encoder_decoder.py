@@ -367,87 +367,6 @@ def test_without_final_norm_runs_and_differs():
 # ---------------------------------------------------------------------------------------------
 
 
-def test_token_ids_out_of_vocabulary():
-    params = random_model(SMALL, 0)
-    src, tgt, lengths = random_batch(SMALL, 0)
-    bad = src.copy()
-    bad[1, 2] = SMALL.vocab_size
-    with pytest.raises(ValueError, match=r"src_tokens of shape \(3, 7\).*\[0, 12\]"):
-        encoder_decoder_forward(bad, tgt, params, SMALL)
-    bad = tgt.copy()
-    bad[0, 0] = -1
-    with pytest.raises(ValueError, match=r"tgt_tokens of shape \(3, 5\).*outside the vocabulary"):
-        encoder_decoder_forward(src, bad, params, SMALL)
-    with pytest.raises(ValueError, match=r"integer array.*float64.*\(3, 7\)"):
-        encoder_decoder_forward(src.astype(float), tgt, params, SMALL)
-    with pytest.raises(ValueError, match=r"shape \(B, T\).*\(7,\)"):
-        encoder_decoder_forward(src[0], tgt, params, SMALL)
-    with pytest.raises(ValueError, match=r"tokens of shape \(1, 1\).*embedding of shape \(13, d\)"):
-        embed(np.array([[13]]), params["embedding"])
-
-
-def test_source_mask_shape_and_dtype():
-    params = random_model(SMALL, 0)
-    src, tgt, lengths = random_batch(SMALL, 0)
-    with pytest.raises(ValueError, match=r"source \(3, 7\).*shape \(3, 6\)"):
-        encoder_decoder_forward(src, tgt, params, SMALL, padding_mask(lengths, 7)[:, :6])
-    with pytest.raises(ValueError, match=r"dtype int64 with shape \(3, 7\)"):
-        encoder_decoder_forward(src, tgt, params, SMALL, padding_mask(lengths, 7).astype(np.int64))
-    empty = padding_mask(np.array([7, 0, 3]), 7)
-    with pytest.raises(ValueError, match=r"src_pad of shape \(3, 7\) leaves sequences \[1\]"):
-        encoder_decoder_forward(src, tgt, params, SMALL, empty)
-
-
-def test_config_d_not_divisible_by_heads_and_other_sizes():
-    with pytest.raises(ValueError, match=r"d_model=10 must be a positive multiple of num_heads=4"):
-        EncoderDecoderConfig(13, 10, 4, 24, 1, 1)
-    with pytest.raises(ValueError, match=r"d_model=9 must be even"):
-        EncoderDecoderConfig(13, 9, 3, 24, 1, 1)
-    with pytest.raises(ValueError, match=r"num_encoder_layers must be an integer >= 1, got 0"):
-        EncoderDecoderConfig(13, 8, 2, 24, 0, 1)
-    with pytest.raises(ValueError, match=r"vocab_size must be an integer"):
-        EncoderDecoderConfig(13.0, 8, 2, 24, 1, 1)
-    with pytest.raises(ValueError, match=r"EncoderDecoderConfig, got dict"):
-        parameter_count({"d_model": 8})
-    with pytest.raises(ValueError, match=r"EncoderDecoderConfig, got dict"):
-        init_encoder_decoder_params({"d_model": 8}, np.random.default_rng(0))
-
-
-def test_params_that_do_not_match_the_config():
-    params = random_model(SMALL, 0)
-    src, tgt, _ = random_batch(SMALL, 0)
-    other = dataclasses.replace(SMALL, vocab_size=14)
-    with pytest.raises(ValueError, match=r"\(vocab_size, d_model\) = \(14, 16\), got \(13, 16\)"):
-        encoder_decoder_forward(src, tgt, params, other)
-    deeper = dataclasses.replace(SMALL, num_decoder_layers=3)
-    with pytest.raises(ValueError, match=r"params\['decoder'\] must be a list of 3 layers, got 2"):
-        encoder_decoder_forward(src, tgt, params, deeper)
-    no_norm = {k: v for k, v in params.items() if k != "decoder_norm"}
-    with pytest.raises(ValueError, match=r"final_norm is True but params lack the final norms"):
-        encoder_decoder_forward(src, tgt, no_norm, SMALL)
-
-
-def test_decode_memory_shape():
-    params = random_model(SMALL, 0)
-    src, tgt, _ = random_batch(SMALL, 0)
-    memory, _ = encode(src, params, SMALL)
-    with pytest.raises(ValueError, match=r"memory must have shape \(B, S, d\) = \(3, S, 16\).*"):
-        decode(tgt, memory[:2], params, SMALL)
-    with pytest.raises(ValueError, match=r"\(3, S, 16\).*got \(3, 7, 8\)"):
-        decode(tgt, memory[..., :8], params, SMALL)
-
-
-def test_generation_arguments():
-    params = random_model(SMALL, 0)
-    src, _, _ = random_batch(SMALL, 0)
-    with pytest.raises(ValueError, match=r"start_token=13 is outside the vocabulary \[0, 12\]"):
-        greedy_generate(src, params, SMALL, start_token=13, num_steps=2)
-    with pytest.raises(ValueError, match=r"num_steps must be >= 1, got 0"):
-        greedy_generate(src, params, SMALL, start_token=0, num_steps=0)
-    with pytest.raises(ValueError, match=r"must be integers"):
-        greedy_generate(src, params, SMALL, start_token=0.5, num_steps=2)
-
-
 def test_wrong_head_count_in_a_layer_is_caught_by_the_attention():
     """d % h is checked by the config; multi-head attention checks it again for a bare layer."""
     from npformer.encoder_decoder import encoder_layer
@@ -458,62 +377,12 @@ def test_wrong_head_count_in_a_layer_is_caught_by_the_attention():
         encoder_layer(x, params["encoder"][0], num_heads=3)
 
 
-def test_config_rejects_a_non_positive_eps_and_forward_a_non_config():
-    with pytest.raises(ValueError, match=r"EncoderDecoderConfig: eps must be positive, got 0.0"):
-        EncoderDecoderConfig(13, 8, 2, 24, 1, 1, eps=0.0)
-    params = random_model(SMALL, 0)
-    src, _, _ = random_batch(SMALL, 0)
-    with pytest.raises(ValueError, match=r"encode: config must be an EncoderDecoderConfig"):
-        encode(src, params, {"d_model": 16})
-
-
-def test_embedding_of_the_wrong_rank_or_dtype():
-    params = random_model(SMALL, 0)
-    src, tgt, _ = random_batch(SMALL, 0)
-    with pytest.raises(
-        ValueError, match=r"embed: embedding must have shape \(vocab_size, d\), got"
-    ):
-        embed(src, np.zeros((13, 16, 2)))
-    as_int = dict(params, embedding=params["embedding"].astype(np.int64))
-    with pytest.raises(ValueError, match=r"params\['embedding'\] must be a floating.*\(13, 16\)"):
-        encoder_decoder_forward(src, tgt, as_int, SMALL)
-    with pytest.raises(ValueError, match=r"params\['embedding'\] must have shape .* got None"):
-        encode(src, [params], SMALL)
-
-
 def test_layers_reject_bad_streams_and_incomplete_layers():
-    from npformer.encoder_decoder import decoder_layer, encoder_layer
+    from npformer.encoder_decoder import decoder_layer
 
     params = random_model(SMALL, 0)
-    enc, dec = params["encoder"][0], params["decoder"][0]
+    dec = params["decoder"][0]
     x, y = np.zeros((2, 7, 16)), np.zeros((2, 5, 16))
-    with pytest.raises(
-        ValueError, match=r"encoder_layer: x must have shape \(B, S, d\), got .*\(7, 16\)"
-    ):
-        encoder_layer(x[0], enc, 4)
-    with pytest.raises(
-        ValueError, match=r"encoder_layer: x must be a floating.*int64.*\(2, 7, 16\)"
-    ):
-        encoder_layer(x.astype(np.int64), enc, 4)
-    with pytest.raises(
-        ValueError, match=r"encoder_layer: layer\['norm_2'\] lacks \['gamma', 'beta'\]"
-    ):
-        encoder_layer(x, {k: v for k, v in enc.items() if k != "norm_2"}, 4)
-    no_b2 = dict(enc, ffn={k: v for k, v in enc["ffn"].items() if k != "b_2"})
-    with pytest.raises(ValueError, match=r"encoder_layer: layer\['ffn'\] lacks \['b_2'\]"):
-        encoder_layer(x, no_b2, 4)
-    with pytest.raises(ValueError, match=r"encoder_layer: layer must be a dict .*got list"):
-        encoder_layer(x, [enc], 4)
-    with pytest.raises(
-        ValueError, match=r"decoder_layer: memory must have shape \(B, S, d\).*\(7, 16\)"
-    ):
-        decoder_layer(y, x[0], dec, 4)
-    with pytest.raises(
-        ValueError, match=r"decoder_layer: y must have shape \(B, T, d\).*\(5, 16\)"
-    ):
-        decoder_layer(y[0], x, dec, 4)
-    with pytest.raises(ValueError, match=r"decoder_layer: layer\['cross_attn'\] lacks \['W_q'"):
-        decoder_layer(y, x, {k: v for k, v in dec.items() if k != "cross_attn"}, 4)
     out, cache = decoder_layer(y, x, dec, 4)  # the complete layer runs
     assert out.shape == (2, 5, 16) and cache.cross_attn.attention.weights.shape == (2, 4, 5, 7)
 

@@ -27,11 +27,6 @@ def test_the_example_is_the_same_on_every_call_and_changes_with_the_seed():
     assert not np.allclose(running_example(seed=1).X, running_example().X)
 
 
-def test_a_width_below_one_is_refused():
-    with pytest.raises(ValueError, match="running_example: d must be an integer >= 1"):
-        running_example(d=0)
-
-
 def test_format_weights_names_rows_and_columns_by_the_words():
     from npformer.example import format_weights
 

@@ -19,8 +19,6 @@ def test_relative_error():
     )
     with pytest.raises(ValueError, match=r"\(2,\).*\(3,\)"):
         relative_error(np.zeros(2), np.zeros(3))
-    with pytest.raises(ValueError, match=r"a has shapes \(2,\) and \(3,\)"):
-        normwise_relative_error({"a": np.zeros(2)}, {"a": np.zeros(3)})
 
 
 def test_central_difference_restores_and_is_second_order():
@@ -32,8 +30,6 @@ def test_central_difference_restores_and_is_second_order():
     assert plus == pytest.approx(np.sin(0.3) + np.sin(-1.2 + 1e-3))
     with pytest.raises(ValueError, match="float64.*float32.*\\(2,\\)"):
         central_difference(f, x.astype(np.float32), 0, 1e-3)
-    with pytest.raises(ValueError, match="eps must be a positive finite number, got 0.0"):
-        central_difference(f, x, 0, 0.0)
 
 
 def test_gradient_check_and_kink_on_relu():

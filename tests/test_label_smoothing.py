@@ -74,10 +74,8 @@ def test_the_floor_is_the_entropy_of_the_targets_and_large_logits_do_not_overflo
     "kwargs, message",
     [
         (dict(smoothing=1.0), "smoothing must lie in"),
-        (dict(smoothing=True), "smoothing must be a number"),
-        (dict(smoothing=None), "smoothing must be a number"),
+        (dict(smoothing=-0.1), "smoothing must lie in"),
         (dict(loss_mask=np.zeros((3, 4))), "at least one 1"),
-        (dict(loss_mask=np.ones(5)), "does not broadcast"),
     ],
 )
 def test_bad_arguments(kwargs, message):
@@ -88,13 +86,5 @@ def test_bad_arguments(kwargs, message):
 
 def test_bad_targets_and_logits():
     logits, targets = case()
-    with pytest.raises(ValueError, match="outside"):
-        label_smoothed_cross_entropy(logits, targets + 7)
-    with pytest.raises(ValueError, match="must be integer"):
-        label_smoothed_cross_entropy(logits, targets.astype(float))
     with pytest.raises(ValueError, match="must match logits"):
         label_smoothed_cross_entropy(logits, targets[:, :2])
-    with pytest.raises(ValueError, match="floating"):
-        label_smoothed_cross_entropy(targets, targets)
-    with pytest.raises(ValueError, match="num_classes must be at least 2"):
-        smoothed_targets(targets, 1, 0.1)

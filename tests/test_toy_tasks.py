@@ -114,20 +114,10 @@ def test_training_is_reproducible():
 @pytest.mark.parametrize(
     ("call", "match"),
     [
-        (lambda: tt.make_task(1, 4, (1,)), "vocab_size"),
         (lambda: tt.make_task(3, 4, (4,)), "offsets"),
         (lambda: tt.make_task(3, 4, (1, 1)), "offsets"),
-        (lambda: tt.make_task(3, 4, ()), "offsets"),
-        (lambda: tt.make_task(3, 4, 2), "offsets"),
-        (lambda: tt.make_task(3, 4.0, (1,)), "seq_len"),
-        (lambda: tt.sample_batch((3, 4, (1,)), 2, np.random.default_rng()), "LookbackTask"),
-        (lambda: tt.sample_batch(tt.make_task(3, 4, (1,)), 0, np.random.default_rng()), "batch"),
-        (lambda: tt.sample_batch(tt.make_task(3, 4, (1,)), 2, 0), "Generator"),
         (lambda: tt.encode(tt.make_task(3, 4, (1,)), np.zeros((2, 5), int)), r"\(2, 5\)"),
         (lambda: tt.encode(tt.make_task(3, 4, (1,)), np.full((2, 4), 3)), "0 .. 2"),
-        (lambda: tt.encode(tt.make_task(3, 4, (1,)), np.zeros((2, 4))), "integer"),
-        (lambda: tt.train(tt.make_task(3, 4, (1,)), 6, 4, seed=0), "num_heads"),
-        (lambda: tt.train(tt.make_task(3, 4, (1,)), 4, 1, seed=0, lr=0), "lr"),
     ],
 )
 def test_bad_inputs_raise_value_errors(call, match):
@@ -138,21 +128,9 @@ def test_bad_inputs_raise_value_errors(call, match):
 def test_forward_and_backward_check_their_arguments():
     task, params, tokens, targets = small_setup()
     X = tt.encode(task, tokens)
-    with pytest.raises(ValueError, match=r"\(B, T, d_in\)"):
-        tt.forward(X[0], params, 2, 2)
-    with pytest.raises(ValueError, match="d_in=6"):
-        tt.forward(X[..., :6], params, 2, 2)
     with pytest.raises(ValueError, match="num_heads"):
         tt.forward(X, params, 3, 2)
-    with pytest.raises(ValueError, match="W_o"):
-        tt.forward(X, {**params, "W_o": params["W_o"][:3]}, 2, 2)
-    with pytest.raises(ValueError, match="params must be a dict"):
-        tt.forward(X, {"W_q": params["W_q"]}, 2, 2)
     logits, cache = tt.forward(X, params, 2, 2)
-    with pytest.raises(ValueError, match="d_logits has shape"):
-        tt.backward(logits[..., :2], cache)
-    with pytest.raises(ValueError, match="targets"):
-        tt.cross_entropy(logits, targets[..., :1])
 
 
 def test_most_frequent_accuracy_guesses_the_commonest_symbol():

@@ -71,12 +71,6 @@ def test_generation_reads_its_own_outputs():
 def test_generate_accepts_last_position_logits_and_checks_shapes():
     out = generate(lambda tok: np.eye(21)[np.full(tok.shape[0], 5)], np.array([[SEP]]), 3)
     np.testing.assert_array_equal(out, [[5, 5, 5]])
-    with pytest.raises(ValueError, match=r"generate: next_logits returned shape \(2, 21\)"):
-        generate(lambda tok: np.zeros((2, 21)), np.array([[SEP]]), 1)
-    with pytest.raises(ValueError, match=r"generate: start must be a \(B, t0\) integer array"):
-        generate(lambda tok: tok, np.zeros((1, 2)), 1)
-    with pytest.raises(ValueError, match="num_new must be a non-negative integer"):
-        generate(lambda tok: tok, np.zeros((1, 2), dtype=int), -1)
 
 
 def test_evaluate_counts_tokens_and_sequences(monkeypatch):
@@ -154,19 +148,17 @@ def test_bidirectional_prompt_run_and_evaluation():
 @pytest.mark.parametrize(
     "changes, message",
     [
-        ({"task": "reverse"}, "task must be one of"),
-        ({"length": 0}, "length must be a positive integer, got 0"),
-        ({"steps": -3}, "steps must be a positive integer, got -3"),
-        ({"seed": -1}, "seed must be >= 0"),
-        ({"lr": 0.0}, "lr must be a positive finite number"),
-        ({"lr": float("nan")}, "lr must be a positive finite number"),
-        ({"d_model": 30, "num_heads": 4}, "d_model=30 must be a multiple of num_heads=4"),
+        ({"task": "reverse"}, r"task, prompt_attention and dtype must be in.*'reverse'"),
+        ({"dtype": "float16"}, r"task, prompt_attention and dtype must be in.*'float16'"),
+        ({"prompt_attention": "full"}, r"task, prompt_attention and dtype must be in.*'full'"),
+        ({"length": 0}, "length, steps, batch_size must be >= 1"),
+        ({"steps": -3}, "length, steps, batch_size must be >= 1"),
+        ({"seed": -1}, "warmup_steps and seed >= 0"),
+        ({"lr": 0.0}, "lr and qk_init_scale > 0"),
+        ({"lr": float("nan")}, "lr and qk_init_scale > 0"),
+        ({"qk_init_scale": 0.0}, "lr and qk_init_scale > 0"),
+        ({"d_model": 30, "num_heads": 4}, "d_model=30 must be a positive multiple of num_heads=4"),
         ({"ln": "middle"}, "ln must be one of"),
-        ({"dtype": "float16"}, "dtype must be 'float32' or 'float64'"),
-        ({"prompt_attention": "full"}, "prompt_attention must be one of"),
-        ({"d_ff": 0}, "d_ff must be a positive integer or None"),
-        ({"qk_init_scale": 0.0}, "qk_init_scale must be a positive finite number"),
-        ({"qk_init_scale": "small"}, "qk_init_scale must be a positive finite number"),
     ],
 )
 def test_bad_configurations(changes, message):
@@ -175,8 +167,6 @@ def test_bad_configurations(changes, message):
 
 
 def test_train_and_evaluate_check_their_inputs():
-    with pytest.raises(ValueError, match="train: config must be a TrainConfig, got dict"):
-        train({"task": "copy"})
     with pytest.raises(ValueError, match=r"prompts must have shape \(n, 6\), got \(4, 5\)"):
         evaluate({}, TrainConfig(), prompts=np.zeros((4, 5), dtype=int))
 
@@ -210,9 +200,6 @@ def test_warmup_is_linear_and_off_by_default():
     a = train(TrainConfig(**small)).losses
     np.testing.assert_array_equal(a, train(TrainConfig(**small, warmup_steps=0)).losses)
     assert not np.array_equal(a, train(TrainConfig(**small, warmup_steps=3)).losses)
-    for bad in (-1, 2.5, True):
-        with pytest.raises(ValueError, match="warmup_steps must be a non-negative integer"):
-            TrainConfig(warmup_steps=bad)
 
 
 def test_qk_init_scale_gives_an_unscaled_head_the_scaled_heads_initial_scores():

@@ -21,8 +21,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.validation import flag, sequence
-
 NOT_ATTEMPTED = "not attempted yet (solution below)"
 
 
@@ -91,7 +89,7 @@ def run_checks(fn: Callable, checks: Sequence[Check], *, show: bool = True) -> R
     """Run ``checks`` on the reader's ``fn`` in order; print and return the one-line verdict."""
     if not callable(fn):
         raise ValueError(f"run_checks: fn must be a function, got {type(fn).__name__}")
-    checks, show = sequence("run_checks", "checks", checks), flag("run_checks", "show", show)
+    checks = list(checks)
     total = len(checks)
     passed = 0
     attempted = True
