@@ -20,7 +20,8 @@
 - Under pytest-xdist (``make test`` runs one worker per core), the longest notebooks are
   started first, and a notebook's cells stay together in one worker (``--dist loadfile``).
 - Under CI (``CI=true``) a skipped test fails the session: a green run means everything ran.
-- The notebooks of one session share their training runs: ``npformer.train.train`` keeps each
+- The notebooks of one session share their training runs: ``npformer.training.train.train`` keeps
+each
   run of 200 steps or more in a folder made for the session (``$NPFORMER_SHARED_RUNS``, removed
   at its end), keyed by everything that decides its numbers, and a notebook that trains the
   same run again reads it. Most of the runs chapters 09, 11 and 12 train are in chapter 10's
@@ -41,8 +42,8 @@ from pathlib import Path
 
 import numpy as np
 
-from npformer.measuring import min_time
-from npformer.train import SHARED_RUNS_ENV
+from npformer.book.measuring import min_time
+from npformer.training.train import SHARED_RUNS_ENV
 
 # The reference workload's best time on the machine the budgets were measured on.
 REFERENCE_MACHINE = "AMD EPYC (Zen 4), 2 vCPUs, OpenBLAS 0.3.31 SkylakeX kernels"

@@ -43,7 +43,7 @@ import time
 import numpy as np
 from harness import best_time, median_time_ratio
 
-from npformer.kv_cache import (
+from npformer.core.kv_cache import (
     attention_only_forward,
     generate_with_cache,
     generate_without_cache,

@@ -56,9 +56,9 @@ import tracemalloc
 import numpy as np
 from harness import median_time_ratio
 
-from npformer.attention import scaled_dot_product_attention
-from npformer.blocked_attention import blocked_attention
-from npformer.masks import causal_mask
+from npformer.core.attention import scaled_dot_product_attention
+from npformer.core.blocked_attention import blocked_attention
+from npformer.core.masks import causal_mask
 
 D_H = 64
 PAIRS = 11

@@ -16,8 +16,8 @@ vocabulary 21) takes one step: forward, masked cross-entropy, backward, Adam.
   same for the step's matrix products alone, replayed as above. Raw speedups, so loose sanity
   bounds (1.2 each): chapter 10 asserts only that float32 is more than 1.1 times faster, a
   margin that held on a loaded machine with the oldest kernels (1.34 at worst, 30-step runs of
-  ``npformer.train.train``). Measured idle on AMD EPYC, 2026-12-01: step 1.65, products alone
-  1.93 (the rest of the step, elementwise passes and Python, gains less).
+  ``npformer.training.train.train``). Measured idle on AMD EPYC, 2026-12-01: step 1.65, products
+  alone 1.93 (the rest of the step, elementwise passes and Python, gains less).
 """
 
 from __future__ import annotations
@@ -31,10 +31,10 @@ import torch.nn.functional as F
 from harness import median_time_ratio
 from threadpoolctl import threadpool_limits
 
-from npformer.model import init_params, loss_and_grads
-from npformer.optim import Adam
-from npformer.tasks import make_batch
-from npformer.train import TrainConfig
+from npformer.core.model import init_params, loss_and_grads
+from npformer.core.optim import Adam
+from npformer.training.tasks import make_batch
+from npformer.training.train import TrainConfig
 
 CONFIG = TrainConfig(task="copy", length=6)
 STEPS_PER_CALL = 40
@@ -100,7 +100,7 @@ def torch_stepper(arrays: dict, batches: list, length: int):
 
 
 def numpy_stepper(arrays: dict, batches: list, model_config):
-    from npformer.optim import pack
+    from npformer.core.optim import pack
 
     params = pack(arrays)
     optimizer = Adam(params, lr=CONFIG.lr)

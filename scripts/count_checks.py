@@ -13,12 +13,12 @@ out. Check lines are those code lines that belong to one of these:
   ``else`` branch is counted on its own, by the same rule for its statements);
 - an ``else`` branch or an ``except`` handler whose body only raises ``ValueError`` or
   ``TypeError``: the raising statements (and the ``except`` line);
-- a statement that only calls a function imported from ``npformer.validation``, or (outside
+- a statement that only calls a function imported from ``npformer.core.validation``, or (outside
   ``exercises/``) a function whose name starts with ``_check`` or ``check_``: an expression
   statement, an assignment, or a ``return``, whose value is that call;
 - a function whose name starts with ``_check`` or ``check_``, outside ``exercises/`` (there
   they are the readers' exercise checkers and their parts, not argument checks): all its lines;
-- every code line of ``validation.py``.
+- every code line of ``core/validation.py``.
 
 Each line counts once, whatever it belongs to. ``assert`` statements are not counted as checks
 (an internal invariant, like nanoGPT's one assert); their number is printed apart.
@@ -150,8 +150,8 @@ def count_package(package: Path) -> dict[str, Count]:
         rel = path.relative_to(package).as_posix()
         counts[rel] = count(
             path.read_text(encoding="utf-8"),
-            in_exercises=rel.startswith("exercises/"),
-            is_validation=rel == "validation.py",
+            in_exercises="exercises" in path.relative_to(package).parts,
+            is_validation=rel == "core/validation.py",
         )
     return counts
 

@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
 
-from npformer.example import SENTENCES  # noqa: E402
+from npformer.training.example import SENTENCES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 WORDS = SENTENCES[0]

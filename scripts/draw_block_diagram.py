@@ -33,8 +33,8 @@ COUNTS = {
 
 def check_counts() -> None:
     """The labels' formulas against the package's parameter shapes, at two widths."""
-    from npformer.block import block_parameter_shapes
-    from npformer.config import DecoderConfig
+    from npformer.core.block import block_parameter_shapes
+    from npformer.core.config import DecoderConfig
 
     for d in (32, 512):
         config = DecoderConfig(

@@ -21,8 +21,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from npformer.kv_cache import RollingKVCache  # noqa: E402
-from npformer.masks import left_padding_mask  # noqa: E402
+from npformer.core.kv_cache import RollingKVCache  # noqa: E402
+from npformer.core.masks import left_padding_mask  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 WINDOW, PREFILL, LAST = 4, 3, 9

@@ -7,7 +7,7 @@ read every other), then the feed-forward network. Right, the decoder layer: caus
 self-attention over the target written so far, cross-attention whose queries come from the
 decoder and whose keys and values come from the encoder's memory, then the feed-forward
 network. Each attention carries a small grid of who may read whom (filled = allowed; the
-decoder's grid is ``npformer.masks.causal_mask``). The SVG is deterministic (no date,
+decoder's grid is ``npformer.core.masks.causal_mask``). The SVG is deterministic (no date,
 fixed ids).
 """
 
@@ -23,7 +23,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Rectangle  # noqa: E402
 
-from npformer.masks import causal_mask  # noqa: E402
+from npformer.core.masks import causal_mask  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 COLOURS = {"enc": "#cfe2f3", "causal": "#fbe3c8", "cross": "#d9ead3", "ffn": "#eeeeee"}

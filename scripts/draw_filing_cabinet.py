@@ -5,8 +5,8 @@ Usage: python scripts/draw_filing_cabinet.py [OUTPUT.svg]
 A question (the query) is matched against the label on each folder's tab (the keys) by a dot
 product; a softmax turns the three scores into weights that sum to one; the answer is the
 weights' average of the folders' contents (the values). The numbers on the figure are those of
-the preface's cabinet (``npformer.exercises.ch00``), computed here with
-``npformer.attention.softmax``. The SVG is deterministic (no date, fixed ids).
+the preface's cabinet (``npformer.book.exercises.ch00``), computed here with
+``npformer.core.attention.softmax``. The SVG is deterministic (no date, fixed ids).
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, FancyBboxPatch, Polygon  # noqa: E402
 
-from npformer.attention import softmax  # noqa: E402
-from npformer.exercises.ch00 import (  # noqa: E402
+from npformer.book.exercises.ch00 import (  # noqa: E402
     CABINET_KEYS,
     CABINET_QUESTION,
     CABINET_TOPICS,
     CABINET_VALUES,
 )
+from npformer.core.attention import softmax  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 COLOURS = ["#4c72b0", "#dd8452", "#55a868"]

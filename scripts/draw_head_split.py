@@ -7,7 +7,7 @@ is split into h = 2 heads of width d_h = 2. Every cell holds 10 t + c (t the tok
 column) and is coloured by the head that owns its column, so a reader can follow each number.
 Top: the right path, reshape to (T, h, d_h) then transpose to (h, T, d_h); merging walks it
 back. Bottom: the wrong path, a single reshape to (h, T, d_h), which mixes tokens and heads.
-The numbers are computed with ``npformer.multi_head.split_heads`` and a plain reshape, not
+The numbers are computed with ``npformer.core.multi_head.split_heads`` and a plain reshape, not
 typed in. The SVG is deterministic (no date, fixed ids).
 """
 
@@ -23,7 +23,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
 
-from npformer.multi_head import merge_heads, split_heads  # noqa: E402
+from npformer.core.multi_head import merge_heads, split_heads  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 T, D, H = 3, 4, 2

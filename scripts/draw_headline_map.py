@@ -20,9 +20,9 @@ import numpy as np
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from npformer.model import forward  # noqa: E402
-from npformer.tasks import SEP  # noqa: E402
-from npformer.train import TrainConfig, train  # noqa: E402
+from npformer.core.model import forward  # noqa: E402
+from npformer.training.tasks import SEP  # noqa: E402
+from npformer.training.train import TrainConfig, train  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = [17, 3, 0, 12, 7, 9]

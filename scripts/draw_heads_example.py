@@ -7,7 +7,7 @@ river bank today", d = 8) is projected to queries Q (7, 8) with random weights (
 key weights three times their initial scale, for contrast); columns 0-3 belong to head 0 and
 columns 4-7 to head 1. Each head compares its own slice of the queries
 with its own slice of the keys and gets its own (7, 7) table of weights: two selections per
-word from one layer. The numbers come from ``npformer.multi_head``, not typed in. The SVG is
+word from one layer. The numbers come from ``npformer.core.multi_head``, not typed in. The SVG is
 deterministic (no date, fixed ids).
 """
 
@@ -23,8 +23,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from npformer.example import running_example  # noqa: E402
-from npformer.multi_head import init_multi_head_params, multi_head_attention  # noqa: E402
+from npformer.core.multi_head import init_multi_head_params, multi_head_attention  # noqa: E402
+from npformer.training.example import running_example  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 HEAD_COLOURS = ("#0072B2", "#D55E00")

@@ -4,7 +4,7 @@ Usage: python scripts/draw_kv_cache.py [OUTPUT.svg]
 
 A cache of 10 slots receives a prefill of 4 prompt tokens, then one generated token per step.
 Each row of the figure is one forward pass. The slots each pass writes, and the position it
-gives its new token, are read from a real ``npformer.kv_cache.KVCache`` as it fills (its
+gives its new token, are read from a real ``npformer.core.kv_cache.KVCache`` as it fills (its
 ``length`` before the pass is the offset), not drawn by hand. The SVG is deterministic.
 """
 
@@ -20,7 +20,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from npformer.kv_cache import KVCache  # noqa: E402
+from npformer.core.kv_cache import KVCache  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LEN, PROMPT, STEPS = 10, 4, 4

@@ -5,9 +5,9 @@ Usage: python scripts/draw_mask_diagram.py [OUTPUT.svg]
 Top row: scores Z, the mask added as -inf on the future keys, the softmax; every row of the
 result sums to one. Bottom row: the softmax of the unmasked scores, then the future weights set
 to zero; the rows keep only the share of weight the softmax had put on the past. The numbers are
-computed with ``npformer.attention.softmax`` and ``npformer.masks.causal_mask`` from the
+computed with ``npformer.core.attention.softmax`` and ``npformer.core.masks.causal_mask`` from the
 weight-free scores x x^T / sqrt(d) of the running example's first four words ("a storm hit
-the", ``npformer.example``) rounded to one decimal, and the row sums printed on the figure
+the", ``npformer.training.example``) rounded to one decimal, and the row sums printed on the figure
 are checked here. The SVG is deterministic (no date, fixed ids).
 """
 
@@ -23,9 +23,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import FancyArrowPatch, Rectangle  # noqa: E402
 
-from npformer.attention import masked_softmax, softmax  # noqa: E402
-from npformer.example import running_example  # noqa: E402
-from npformer.masks import causal_mask  # noqa: E402
+from npformer.core.attention import masked_softmax, softmax  # noqa: E402
+from npformer.core.masks import causal_mask  # noqa: E402
+from npformer.training.example import running_example  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 T = 4

@@ -3,7 +3,7 @@
 Usage: python scripts/draw_tile_grid.py [OUTPUT.svg]
 
 Rows are tiles of 128 queries, columns tiles of 256 keys (the package's defaults). Each tile is
-coloured by what ``npformer.blocked_attention``'s loop does with it: computed whole, computed
+coloured by what ``npformer.core.blocked_attention``'s loop does with it: computed whole, computed
 and masked inside (it crosses the diagonal), or skipped. The classification comes from
 ``tile_counts``'s own loop, and the totals printed on the figure are checked against it. The
 SVG is deterministic (no date, fixed ids).
@@ -20,7 +20,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
-from npformer.blocked_attention import _tiles, tile_counts  # noqa: E402
+from npformer.core.blocked_attention import _tiles, tile_counts  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 T, BLOCK_Q, BLOCK_K = 2048, 128, 256

@@ -4,7 +4,7 @@ Every file ``mutants/<name>.mutant`` describes one realistic bug as a small patc
 
     description: one line saying what the bug is
     catch: tests/test_attention.py chapters/01_attention.ipynb   (what is expected to catch it)
-    file: npformer/attention.py
+    file: npformer/core/attention.py
     --- old
     <lines of the package, exactly as they are>
     +++ new

@@ -30,7 +30,7 @@ SETUP_CELL = """\
 import matplotlib.pyplot as plt
 import numpy as np
 
-from npformer.plotting import use_book_style
+from npformer.book.plotting import use_book_style
 
 use_book_style()
 rng = np.random.default_rng(0)

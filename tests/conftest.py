@@ -6,7 +6,7 @@ import os
 import pytest
 from hypothesis import HealthCheck, settings
 
-from npformer.train import SHARED_RUNS_ENV
+from npformer.training.train import SHARED_RUNS_ENV
 
 settings.register_profile(
     "book",

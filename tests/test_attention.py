@@ -1,4 +1,5 @@
-"""Tests of npformer.attention (chapter 01): softmax, masked_softmax, scaled_dot_product_attention.
+"""Tests of npformer.core.attention (chapter 01): softmax, masked_softmax,
+scaled_dot_product_attention.
 
 - agreement with torch.nn.functional.scaled_dot_product_attention in float64, with and without
   causal and padding masks, on several shapes;
@@ -20,7 +21,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
-from npformer.attention import (
+from npformer.core.attention import (
     AttentionCache,
     masked_softmax,
     scaled_dot_product_attention,
@@ -379,7 +380,7 @@ def test_property_causal_outputs_ignore_future_keys_and_values(T, d_h, t, seed):
 
 
 def _numeric_grad(f, x, eps=1e-6):
-    from npformer.gradcheck import central_difference
+    from npformer.core.gradcheck import central_difference
 
     flat = x.reshape(-1)
     return np.array([central_difference(f, flat, i, eps)[0] for i in range(flat.size)]).reshape(
@@ -390,7 +391,7 @@ def _numeric_grad(f, x, eps=1e-6):
 @pytest.mark.parametrize("bias_shape", [(2, 3, 4, 5), (3, 4, 5), (3, 1, 5), (4, 5), (1, 5)])
 @pytest.mark.parametrize("masked", [False, True])
 def test_bias_gradients_match_central_differences(bias_shape, masked):
-    from npformer.attention import scaled_dot_product_attention_backward
+    from npformer.core.attention import scaled_dot_product_attention_backward
 
     rng = np.random.default_rng(21)
     Q, K, V = (
@@ -445,8 +446,8 @@ def test_no_bias_and_a_zero_bias_give_the_same_numbers_as_the_plain_path(masked)
 @pytest.mark.parametrize("T, S", [(5, 5), (3, 7), (1, 4)])
 @pytest.mark.parametrize("with_bias", [False, True])
 def test_causal_fast_path_equals_the_causal_mask(T, S, with_bias):
-    from npformer.attention import scaled_dot_product_attention_backward
-    from npformer.masks import causal_mask
+    from npformer.core.attention import scaled_dot_product_attention_backward
+    from npformer.core.masks import causal_mask
 
     rng = np.random.default_rng(24)
     Q, K, V = (

@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-from npformer.attention import (
+from npformer.core.attention import (
     scaled_dot_product_attention,
     scaled_dot_product_attention_backward,
 )
-from npformer.block import (
+from npformer.core.block import (
     feed_forward,
     feed_forward_backward,
     feed_forward_num_params,
@@ -17,7 +17,7 @@ from npformer.block import (
     layer_norm,
     layer_norm_backward,
 )
-from npformer.gradcheck import central_difference
+from npformer.core.gradcheck import central_difference
 
 
 def numeric_grad(f, x, eps=1e-6):
@@ -232,7 +232,7 @@ def test_attention_backward_bad_inputs():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_silu_does_not_overflow_and_keeps_the_dtype(dtype):
-    from npformer.block import silu
+    from npformer.core.block import silu
 
     x = np.array([-1000.0, -100.0, -1.0, 0.0, 1.0, 100.0, 1000.0], dtype=dtype)
     with np.errstate(over="raise"):

@@ -1,4 +1,4 @@
-"""Tests of npformer.blocked_attention (chapter 08): tiled attention with an online softmax.
+"""Tests of npformer.core.blocked_attention (chapter 08): tiled attention with an online softmax.
 
 - the forward pass equals the naive ``scaled_dot_product_attention`` (causal or not, S >= T,
   leading axes, tile sizes that do not divide T or S, float32) and torch's SDPA;
@@ -16,15 +16,18 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from npformer.attention import scaled_dot_product_attention, scaled_dot_product_attention_backward
-from npformer.blocked_attention import (
+from npformer.book.measuring import peak_extra_bytes
+from npformer.core.attention import (
+    scaled_dot_product_attention,
+    scaled_dot_product_attention_backward,
+)
+from npformer.core.blocked_attention import (
     blocked_attention,
     blocked_attention_backward,
     tile_counts,
 )
-from npformer.gradcheck import gradient_check, select_coordinates
-from npformer.masks import causal_mask
-from npformer.measuring import peak_extra_bytes
+from npformer.core.gradcheck import gradient_check, select_coordinates
+from npformer.core.masks import causal_mask
 
 # (lead, T, S, d_h, d_v, block_q, block_k, causal)
 CASES = [

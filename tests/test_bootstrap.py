@@ -1,9 +1,9 @@
-"""Tests of npformer.bootstrap: coverage, the binomial second stage, and bad inputs."""
+"""Tests of npformer.analysis.bootstrap: coverage, the binomial second stage, and bad inputs."""
 
 import numpy as np
 import pytest
 
-from npformer.bootstrap import (
+from npformer.analysis.bootstrap import (
     difference_interval,
     mean_interval,
     percentile_interval,
@@ -53,7 +53,7 @@ def test_percentile_interval_is_the_quantiles():
 
 
 def test_item_interval_agrees_with_the_binomial_version_on_0_1_items():
-    from npformer.bootstrap import item_mean_interval
+    from npformer.analysis.bootstrap import item_mean_interval
 
     rng = np.random.default_rng(4)
     correct = (rng.random((6, 300)) < np.linspace(0.8, 0.95, 6)[:, None]).astype(float)

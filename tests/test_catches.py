@@ -6,10 +6,10 @@ passed every test and chapter the mutant names. See mutants/README.md.
 
 import numpy as np
 
-from npformer.block import feed_forward, feed_forward_backward, init_feed_forward_params
-from npformer.model import DecoderConfig, forward, init_params
-from npformer.multi_head import WEIGHT_NAMES, init_multi_head_params
-from npformer.train import prompt_attention_mask
+from npformer.core.block import feed_forward, feed_forward_backward, init_feed_forward_params
+from npformer.core.model import DecoderConfig, forward, init_params
+from npformer.core.multi_head import WEIGHT_NAMES, init_multi_head_params
+from npformer.training.train import prompt_attention_mask
 
 
 def test_bidirectional_prompt_mask_hides_everything_after_the_prompt():

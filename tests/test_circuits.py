@@ -4,8 +4,8 @@ score reads what it should, and bad inputs are refused."""
 import numpy as np
 import pytest
 
-from npformer import circuits as Ci
-from npformer import interventions as I
+from npformer.analysis import circuits as Ci
+from npformer.analysis import interventions as I
 from tests.tiny_decoder import tiny_model
 
 
@@ -16,8 +16,8 @@ def test_the_four_terms_sum_to_the_heads_scores(head, scale):
     tokens = np.random.default_rng(1).integers(0, 7, size=(3, 5))
     terms = Ci.qk_terms(params, config, tokens, head)
     weights = I.forward_with_interventions(params, config, tokens).own_weights[0][:, head]
-    from npformer.attention import masked_softmax
-    from npformer.masks import causal_mask
+    from npformer.core.attention import masked_softmax
+    from npformer.core.masks import causal_mask
 
     np.testing.assert_allclose(masked_softmax(terms.total(), causal_mask(5)), weights, atol=1e-12)
     assert terms.token_token.shape == (3, 5, 5)
@@ -36,6 +36,9 @@ def test_position_term_ignores_tokens_and_token_term_ignores_positions():
     t0 = Ci.qk_terms(zero_pos, config, a, 0)
     np.testing.assert_array_equal(t0.position_position, 0.0)
     np.testing.assert_allclose(t0.cross, 0.0, atol=1e-15)
+    # without the row scale the position term is the same whatever the tokens
+    fa, fb = (Ci.qk_terms(params, config, t, 0, row_scale=False) for t in (a, b))
+    np.testing.assert_array_equal(fa.position_position, fb.position_position)
 
 
 def test_copying_score_of_known_matrices():
@@ -131,8 +134,8 @@ def test_head_position_map_is_one_patch_at_a_time_and_causal():
 
 
 def test_path_patching_parts_against_a_direct_computation():
-    from npformer.block import block_forward, final_norm
-    from npformer.model import hidden_states
+    from npformer.core.block import block_forward, final_norm
+    from npformer.core.model import hidden_states
 
     config, params = tiny_model()
     clean, corrupt, answer = _pair(j=1)

@@ -59,7 +59,7 @@ def test_an_if_that_also_computes_does_not_count():
 
 def test_calls_of_validation_count_and_other_calls_do_not():
     source = _src("""
-        from npformer.validation import float_array, int_at_least
+        from npformer.core.validation import float_array, int_at_least
         import numpy as np
 
         def f(x, n):
@@ -123,8 +123,8 @@ def test_validation_module_counts_whole():
 def test_package_table_adds_up():
     counts = cc.count_package(ROOT / "npformer")
     assert (
-        "validation.py" not in counts
-        or counts["validation.py"].checks == counts["validation.py"].code
+        "core/validation.py" not in counts
+        or counts["core/validation.py"].checks == counts["core/validation.py"].code
     )
     assert all(0 <= c.checks <= c.code for c in counts.values())
     total_line = cc.table(counts).splitlines()[-1].split()

@@ -1,26 +1,26 @@
-"""Tests of npformer.direction_ablation: the projection's properties, equality with the model's
-forward pass when nothing is removed, that removing a used direction changes the output, and
+"""Tests of npformer.analysis.direction_ablation: the projection's properties, equality with the
+model's forward pass when nothing is removed, that removing a used direction changes the output, and
 bad inputs."""
 
 import numpy as np
 import pytest
 
-from npformer.direction_ablation import (
+from npformer.analysis.direction_ablation import (
     forward_removing,
     generate_removing,
     orthonormal_basis,
     random_directions,
     remove_directions,
 )
-from npformer.model import forward, hidden_states, init_params
-from npformer.probe import (
+from npformer.analysis.probe import (
     class_mean_directions,
     fit_linear_probe,
     probe_accuracy,
     probe_directions,
 )
-from npformer.tasks import with_separator
-from npformer.train import TrainConfig, generate, model_logits
+from npformer.core.model import forward, hidden_states, init_params
+from npformer.training.tasks import with_separator
+from npformer.training.train import TrainConfig, generate, model_logits
 
 
 def test_projection_properties():
@@ -66,7 +66,7 @@ def test_without_directions_equals_the_model(ln, positions):
 @pytest.mark.parametrize("positions", [True, "rope", "alibi"])
 @pytest.mark.parametrize("ln", ["pre", "post"])
 def test_removal_after_block_0_equals_running_block_1_on_the_projected_stream(positions, ln):
-    from npformer.block import block_forward, layer_norm
+    from npformer.core.block import block_forward, layer_norm
 
     params, config = model(positions=positions, ln=ln)
     tokens = np.random.default_rng(6).integers(0, 21, size=(3, 12))
@@ -88,7 +88,7 @@ def test_removal_changes_the_next_block_input_exactly_as_asked():
     D = random_directions(np.random.default_rng(4), 3, 16)
     # removing after the last block changes the logits exactly by the projected final state
     x = hidden_states(params, config, tokens)[-1]
-    from npformer.block import layer_norm
+    from npformer.core.block import layer_norm
 
     x2 = remove_directions(x, D)
     expected = layer_norm(x2, params["ln_f.gamma"], params["ln_f.beta"])[0] @ params["W_out"]

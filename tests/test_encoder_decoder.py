@@ -1,4 +1,4 @@
-"""Tests of npformer.encoder_decoder: torch.nn.Transformer with copied weights, parameter
+"""Tests of npformer.core.encoder_decoder: torch.nn.Transformer with copied weights, parameter
 counts in closed form, masking properties, greedy generation, bad inputs."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from npformer.encoder_decoder import (
+from npformer.core.encoder_decoder import (
     BASE_2017,
     EncoderDecoderConfig,
     count_parameters,
@@ -24,7 +24,7 @@ from npformer.encoder_decoder import (
     named_parameters,
     parameter_count,
 )
-from npformer.masks import padding_mask
+from npformer.core.masks import padding_mask
 
 SMALL = EncoderDecoderConfig(
     vocab_size=13, d_model=16, num_heads=4, d_ff=24, num_encoder_layers=2, num_decoder_layers=2
@@ -369,7 +369,7 @@ def test_without_final_norm_runs_and_differs():
 
 def test_wrong_head_count_in_a_layer_is_caught_by_the_attention():
     """d % h is checked by the config; multi-head attention checks it again for a bare layer."""
-    from npformer.encoder_decoder import encoder_layer
+    from npformer.core.encoder_decoder import encoder_layer
 
     params = random_model(SMALL, 0)
     x = np.zeros((2, 3, 16))
@@ -378,7 +378,7 @@ def test_wrong_head_count_in_a_layer_is_caught_by_the_attention():
 
 
 def test_layers_reject_bad_streams_and_incomplete_layers():
-    from npformer.encoder_decoder import decoder_layer
+    from npformer.core.encoder_decoder import decoder_layer
 
     params = random_model(SMALL, 0)
     dec = params["decoder"][0]
@@ -393,8 +393,8 @@ def test_layers_reject_bad_streams_and_incomplete_layers():
 
 
 def _loss_and_grads(config, params, src, tgt_in, tgt_out, src_pad, smoothing=0.1):
-    from npformer.encoder_decoder import encoder_decoder_backward
-    from npformer.label_smoothing import (
+    from npformer.core.encoder_decoder import encoder_decoder_backward
+    from npformer.core.label_smoothing import (
         label_smoothed_cross_entropy,
         label_smoothed_cross_entropy_backward,
     )
@@ -410,8 +410,8 @@ def _loss_and_grads(config, params, src, tgt_in, tgt_out, src_pad, smoothing=0.1
 @pytest.mark.parametrize("ln", ["post", "pre"])
 @pytest.mark.parametrize("final_norm", [True, False])
 def test_backward_matches_central_differences(final_norm, ln):
-    from npformer.gradcheck import gradient_check, select_coordinates
-    from npformer.label_smoothing import label_smoothed_cross_entropy
+    from npformer.core.gradcheck import gradient_check, select_coordinates
+    from npformer.core.label_smoothing import label_smoothed_cross_entropy
 
     config = dataclasses.replace(SMALL, final_norm=final_norm, ln=ln)
     params = random_model(config, 3)

@@ -1,9 +1,9 @@
-"""The running example of chapters 01-04 (npformer.example)."""
+"""The running example of chapters 01-04 (npformer.training.example)."""
 
 import numpy as np
 import pytest
 
-from npformer.example import PAD, SENTENCES, VOCAB, running_example
+from npformer.training.example import PAD, SENTENCES, VOCAB, running_example
 
 
 def test_the_batch_pads_the_short_sentence_with_token_zero():
@@ -28,7 +28,7 @@ def test_the_example_is_the_same_on_every_call_and_changes_with_the_seed():
 
 
 def test_format_weights_names_rows_and_columns_by_the_words():
-    from npformer.example import format_weights
+    from npformer.training.example import format_weights
 
     text = format_weights(np.array([[0.25, 0.75], [1.0, 0.0]]), ("storm", "bank"))
     lines = text.splitlines()

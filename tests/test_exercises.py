@@ -7,7 +7,7 @@ Each chapter's checkers are tested against the reference and typical mistakes in
 import numpy as np
 import pytest
 
-from npformer.exercises import NOT_ATTEMPTED, Check, compare, fmt, run_checks
+from npformer.book.exercises import NOT_ATTEMPTED, Check, compare, fmt, run_checks
 
 CHECKS = [
     Check("doubles a vector", lambda fn: compare(np.array([2.0, 4.0]), fn(np.array([1.0, 2.0])))),

@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from npformer.attention import softmax
-from npformer.exercises import NOT_ATTEMPTED
-from npformer.exercises.ch00 import check_cabinet_lookup, reference_lookup
+from npformer.book.exercises import NOT_ATTEMPTED
+from npformer.book.exercises.ch00 import check_cabinet_lookup, reference_lookup
+from npformer.core.attention import softmax
 
 
 def right(question, keys, values):

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from npformer.exercises import NOT_ATTEMPTED
-from npformer.exercises.ch01 import CHECKS, check_row_softmax
+from npformer.book.exercises import NOT_ATTEMPTED
+from npformer.book.exercises.ch01 import CHECKS, check_row_softmax
 
 
 def reference(z):

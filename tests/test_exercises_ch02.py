@@ -2,9 +2,9 @@
 
 import pytest
 
-from npformer.exercises import NOT_ATTEMPTED
-from npformer.exercises.ch02 import check_softmax_backward
-from npformer.scaling import softmax_backward, softmax_jacobian
+from npformer.analysis.scaling import softmax_backward, softmax_jacobian
+from npformer.book.exercises import NOT_ATTEMPTED
+from npformer.book.exercises.ch02 import check_softmax_backward
 
 
 def through_the_jacobian(p, dp):

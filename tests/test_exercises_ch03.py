@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from npformer.attention import masked_softmax, softmax
-from npformer.exercises import NOT_ATTEMPTED
-from npformer.exercises.ch03 import check_masked_softmax
+from npformer.book.exercises import NOT_ATTEMPTED
+from npformer.book.exercises.ch03 import check_masked_softmax
+from npformer.core.attention import masked_softmax, softmax
 
 
 def right(scores, mask):

@@ -1,7 +1,7 @@
 """Chapter 04's checkers pass a right split/merge and fail typical mistakes on their checks."""
 
-from npformer.exercises import NOT_ATTEMPTED
-from npformer.exercises.ch04 import (
+from npformer.book.exercises import NOT_ATTEMPTED
+from npformer.book.exercises.ch04 import (
     MERGE_CHECKS,
     SPLIT_CHECKS,
     check_merge_heads,

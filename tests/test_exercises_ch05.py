@@ -4,9 +4,9 @@ mistake fails at the check that names it."""
 import numpy as np
 import pytest
 
-from npformer.exercises import NOT_ATTEMPTED
-from npformer.exercises.ch05 import CHECKS, check_rope
-from npformer.positions import apply_rope
+from npformer.book.exercises import NOT_ATTEMPTED
+from npformer.book.exercises.ch05 import CHECKS, check_rope
+from npformer.core.positions import apply_rope
 
 
 def _rope(X, sign=1.0, swap=False, half=False, columns=False):

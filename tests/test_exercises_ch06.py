@@ -3,8 +3,8 @@ in layer norm's backward, each at the check that names the mistake."""
 
 import numpy as np
 
-from npformer.exercises import NOT_ATTEMPTED
-from npformer.exercises.ch06 import CHECKS, check_layer_norm_backward
+from npformer.book.exercises import NOT_ATTEMPTED
+from npformer.book.exercises.ch06 import CHECKS, check_layer_norm_backward
 
 
 def _stats(x, eps):
@@ -74,7 +74,7 @@ def test_reference_passes_and_stub_is_not_attempted(capsys):
     assert capsys.readouterr().out == f"passed {len(CHECKS)} of {len(CHECKS)} checks\n"
     assert line(stub) == NOT_ATTEMPTED
     # the package's own backward passes too
-    from npformer.block import layer_norm, layer_norm_backward
+    from npformer.core.block import layer_norm, layer_norm_backward
 
     def package(dy, x, gamma, eps=1e-5):
         return layer_norm_backward(dy, layer_norm(x, gamma, np.zeros_like(gamma), eps)[1])

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from npformer.exercises import NOT_ATTEMPTED
-from npformer.exercises.ch07 import CHECKS, check_label_smoothing
+from npformer.book.exercises import NOT_ATTEMPTED
+from npformer.book.exercises.ch07 import CHECKS, check_label_smoothing
 
 
 def log_softmax(z):

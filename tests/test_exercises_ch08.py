@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from npformer.exercises import NOT_ATTEMPTED
-from npformer.exercises.ch08 import CHECKS, check_merge, reference_merge
+from npformer.book.exercises import NOT_ATTEMPTED
+from npformer.book.exercises.ch08 import CHECKS, check_merge, reference_merge
 
 
 def test_reference_passes():

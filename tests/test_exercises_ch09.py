@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from npformer.exercises import NOT_ATTEMPTED
-from npformer.exercises.ch09 import CHECKS, check_cache_bytes, reference_cache_bytes
+from npformer.book.exercises import NOT_ATTEMPTED
+from npformer.book.exercises.ch09 import CHECKS, check_cache_bytes, reference_cache_bytes
 
 
 def test_reference_passes():

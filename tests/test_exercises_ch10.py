@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from npformer.exercises import NOT_ATTEMPTED
-from npformer.exercises.ch10 import CHECKS, check_accuracies
+from npformer.book.exercises import NOT_ATTEMPTED
+from npformer.book.exercises.ch10 import CHECKS, check_accuracies
 
 
 def reference(generated, expected):

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from npformer.exercises import NOT_ATTEMPTED
-from npformer.exercises.ch11 import CHECKS, check_remove_directions
+from npformer.book.exercises import NOT_ATTEMPTED
+from npformer.book.exercises.ch11 import CHECKS, check_remove_directions
 
 
 def reference(x, directions, center):

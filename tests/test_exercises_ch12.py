@@ -2,9 +2,9 @@
 
 import numpy as np
 
-from npformer.exercises import NOT_ATTEMPTED
-from npformer.exercises.ch12 import check_logit_difference, check_total_variation
-from npformer.interventions import total_variation
+from npformer.analysis.interventions import total_variation
+from npformer.book.exercises import NOT_ATTEMPTED
+from npformer.book.exercises.ch12 import check_logit_difference, check_total_variation
 
 
 def stub(p, q):

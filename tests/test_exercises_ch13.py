@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from npformer.exercises import NOT_ATTEMPTED
-from npformer.exercises.ch13 import CASES, T_CASE, X_CASE, check_causality_check
+from npformer.book.exercises import NOT_ATTEMPTED
+from npformer.book.exercises.ch13 import CASES, T_CASE, X_CASE, check_causality_check
 
 
 def reference(attention, X):

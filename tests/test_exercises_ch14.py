@@ -3,9 +3,9 @@
 import numpy as np
 import pytest
 
-from npformer.exercises import NOT_ATTEMPTED
-from npformer.exercises.ch14 import DISTURBED, check_pair_ratio, reference
-from npformer.measuring import side_by_side
+from npformer.book.exercises import NOT_ATTEMPTED
+from npformer.book.exercises.ch14 import DISTURBED, check_pair_ratio, reference
+from npformer.book.measuring import side_by_side
 
 
 def stub(b, c):

@@ -1,4 +1,5 @@
-"""Tests of npformer.experiment: the command line, its errors, JSON output, the grid runner."""
+"""Tests of npformer.training.experiment: the command line, its errors, JSON output, the grid
+runner."""
 
 import io
 import json
@@ -6,7 +7,7 @@ import math
 
 import pytest
 
-from npformer.experiment import (
+from npformer.training.experiment import (
     ABLATIONS,
     WORKERS_ENV,
     Job,
@@ -21,7 +22,7 @@ from npformer.experiment import (
     source_grid,
     worker_count,
 )
-from npformer.train import TrainConfig
+from npformer.training.train import TrainConfig
 
 TINY = ["--length", "2", "--steps", "5", "--d-model", "8", "--heads", "2", "--blocks", "1",
         "--eval-size", "10"]  # fmt: skip
@@ -178,7 +179,7 @@ def test_progress_bar_only_on_a_terminal():
 
 
 def test_seed_grid_and_grad_norms_through_the_pool(monkeypatch):
-    from npformer.experiment import seed_grid
+    from npformer.training.experiment import seed_grid
 
     jobs = seed_grid(("copy", "sort"), (4, 6), (0, 1, 2), steps=7)
     assert len(jobs) == 12 and all(j.config.steps == 7 for j in jobs)
@@ -192,7 +193,7 @@ def test_seed_grid_and_grad_norms_through_the_pool(monkeypatch):
 
 
 def test_run_under_environments_groups_by_environment():
-    from npformer.experiment import run_under_environments
+    from npformer.training.experiment import run_under_environments
 
     config = tiny_job("x", 0).config
     environments = {"a": {}, "b": {"OPENBLAS_CORETYPE": None}}

@@ -1,10 +1,11 @@
-"""Tests of npformer.extrapolation: the task's batches, the untrained rows of the learned table,
-accuracy by position, the runner, and bad inputs."""
+"""Tests of npformer.training.extrapolation: the task's batches, the untrained rows of the learned
+table, accuracy by position, the runner, and bad inputs."""
 
 import numpy as np
 import pytest
 
-from npformer.extrapolation import (
+from npformer.core.model import init_params
+from npformer.training.extrapolation import (
     CHANCE,
     EXPERIMENT,
     ExtrapolationConfig,
@@ -17,8 +18,7 @@ from npformer.extrapolation import (
     run_one,
     train_k_back,
 )
-from npformer.model import init_params
-from npformer.tasks import ALPHABET_SIZE
+from npformer.training.tasks import ALPHABET_SIZE
 
 
 def test_k_back_batch_targets_are_the_symbol_k_back():
@@ -58,7 +58,7 @@ def test_accuracy_by_position_of_a_perfect_and_of_a_copying_model(monkeypatch):
         onehot = np.eye(ALPHABET_SIZE)[np.roll(tokens, shift, axis=1)]  # (n, T, V)
         return onehot, None
 
-    import npformer.extrapolation as ex
+    import npformer.training.extrapolation as ex
 
     monkeypatch.setattr(ex, "forward", fake_forward)
     acc = accuracy_by_position(params, config, 16, n=300)
@@ -92,8 +92,8 @@ def test_bad_inputs_are_refused():
 def test_interpolation_is_the_decoder_with_its_rope_positions_squeezed():
     import dataclasses
 
-    from npformer.extrapolation import k_back_batch
-    from npformer.model import forward
+    from npformer.core.model import forward
+    from npformer.training.extrapolation import k_back_batch
 
     config = ExtrapolationConfig(positions="rope", steps=2, train_length=8, longest=16)
     result = run_one(config, keep=True)

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from npformer.gradcheck import (
+from npformer.core.gradcheck import (
     central_difference,
     gradient_check,
     kink_crossed,

@@ -50,7 +50,7 @@ def test_install_cell_installs_the_package_into_a_fresh_environment(tmp_path):
     check = textwrap.dedent(
         """
         import npformer, numpy as np
-        from npformer.attention import scaled_dot_product_attention
+        from npformer.core.attention import scaled_dot_product_attention
         out, cache = scaled_dot_product_attention(np.ones((2, 3)), np.ones((4, 3)), np.ones((4, 5)))
         assert out.shape == (2, 5)
         print(npformer.__file__)

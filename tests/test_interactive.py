@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from npformer.interactive import (
+from npformer.book.interactive import (
     Choice,
     Slider,
     State,

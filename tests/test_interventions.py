@@ -7,11 +7,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from npformer import interventions as I
-from npformer import model as M
-from npformer.attention import masked_softmax
-from npformer.masks import causal_mask
-from npformer.train import generate, model_logits
+from npformer.analysis import interventions as I
+from npformer.core import model as M
+from npformer.core.attention import masked_softmax
+from npformer.core.masks import causal_mask
+from npformer.training.train import generate, model_logits
 from tests.tiny_decoder import tiny_model
 
 
@@ -380,20 +380,21 @@ def test_bad_patches():
         I.forward_with_interventions(params, config, tokens, patch={(5, 0): np.zeros(4)})
 
 
-def test_adversarial_search_with_a_tv_bound_keeps_the_output_within_it():
+def test_adversarial_search_with_a_drop_bound_keeps_the_logit_difference_within_it():
     config, params = tiny_model()
     tokens = tokens_for(config, B=4, T=6)
     rows = np.array([3, 4, 5])
-    result = I.adversarial_weights(params, config, tokens, 0, 0, rows, steps=30, max_tv=0.01)
+    result = I.adversarial_weights(params, config, tokens, 0, 0, rows, steps=30, max_drop=0.1)
     clean = I.forward_with_interventions(params, config, tokens)
     out = I.forward_with_interventions(params, config, tokens, replace={(0, 0): result.weights})
-    tv = I.total_variation(
-        I.output_distributions(out.logits[:, rows]), I.output_distributions(clean.logits[:, rows])
+    target = clean.logits[:, rows].argmax(-1)
+    kept = I.logit_difference(out.logits[:, rows], target) / I.logit_difference(
+        clean.logits[:, rows], target
     )
-    assert tv.max() <= 0.01 + 1e-12
-    np.testing.assert_allclose(result.output_tv, tv, atol=1e-12)
+    assert kept.min() >= 0.9 - 1e-12
+    np.testing.assert_allclose(result.kept, kept, atol=1e-12)
     free = I.adversarial_weights(params, config, tokens, 0, 0, rows, steps=30)
-    assert free.output_tv.max() > 0.01  # without the bound the search goes further
+    assert free.kept.min() < 0.9  # without the bound the search goes further
 
 
 @pytest.mark.parametrize("positions", ["learned", "sinusoidal", "rope", "alibi"])

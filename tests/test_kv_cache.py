@@ -1,12 +1,13 @@
-"""Tests of npformer.kv_cache: cached = uncached, GQA = MHA with repeated heads, memory, errors."""
+"""Tests of npformer.core.kv_cache: cached = uncached, GQA = MHA with repeated heads, memory,
+errors."""
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from npformer.attention import multi_head
-from npformer.kv_cache import (
+from npformer.core.attention import multi_head
+from npformer.core.kv_cache import (
     KVCache,
     attention_only_forward,
     generate_with_cache,
@@ -18,8 +19,8 @@ from npformer.kv_cache import (
     next_input,
     repeat_kv_heads,
 )
-from npformer.masks import causal_mask
-from npformer.multi_head import multi_head_attention
+from npformer.core.masks import causal_mask
+from npformer.core.multi_head import multi_head_attention
 
 
 def mha_params_with_repeated_kv(params, num_heads, num_kv_heads):
@@ -314,14 +315,14 @@ def test_generation_errors():
 
 # ----------------------------------------------------------------------------- the trained decoder
 
-from npformer.model import (  # noqa: E402
+from npformer.core.model import (  # noqa: E402
     DecoderConfig,
     decoder_cache,
     forward,
     generate_greedy_with_cache,
     init_params,
 )
-from npformer.train import generate, model_logits  # noqa: E402
+from npformer.training.train import generate, model_logits  # noqa: E402
 
 SCHEMES = ["learned", "sinusoidal", "rope", "alibi", "none"]
 

@@ -11,9 +11,9 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from npformer.kv_cache import RollingKVCache, kv_cache_bytes
-from npformer.masks import left_padding_mask, sliding_window_mask
-from npformer.model import (
+from npformer.core.kv_cache import RollingKVCache, kv_cache_bytes
+from npformer.core.masks import left_padding_mask, sliding_window_mask
+from npformer.core.model import (
     POSITION_SCHEMES,
     DecoderConfig,
     decoder_cache,
@@ -21,8 +21,8 @@ from npformer.model import (
     generate_greedy_with_cache,
     init_params,
 )
-from npformer.positions import sinusoidal_positions
-from npformer.train import generate
+from npformer.core.positions import sinusoidal_positions
+from npformer.training.train import generate
 
 ABSOLUTE = ("learned", "sinusoidal")
 

@@ -1,14 +1,14 @@
-"""Tests of npformer.label_smoothing: torch's label_smoothing, gradient, floor, bad inputs."""
+"""Tests of npformer.core.label_smoothing: torch's label_smoothing, gradient, floor, bad inputs."""
 
 import numpy as np
 import pytest
 
-from npformer.label_smoothing import (
+from npformer.core.label_smoothing import (
     label_smoothed_cross_entropy,
     label_smoothed_cross_entropy_backward,
     smoothed_targets,
 )
-from npformer.model import masked_cross_entropy
+from npformer.core.model import masked_cross_entropy
 
 
 def case(seed=0, shape=(3, 4), V=7):

@@ -1,4 +1,4 @@
-"""Tests for npformer.masks and for the masked attention built from them."""
+"""Tests for npformer.core.masks and for the masked attention built from them."""
 
 import math
 
@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from npformer.attention import masked_softmax, scaled_dot_product_attention, softmax
-from npformer.masks import causal_mask, combine_masks, key_padding_to_scores, padding_mask
+from npformer.core.attention import masked_softmax, scaled_dot_product_attention, softmax
+from npformer.core.masks import causal_mask, combine_masks, key_padding_to_scores, padding_mask
 
 sizes = st.integers(1, 9)
 seeds = st.integers(0, 2**32 - 1)
@@ -168,7 +168,7 @@ def test_forgetting_the_padding_mask_changes_the_result():
 @pytest.mark.parametrize("k", [1, 3, 6])
 def test_forgotten_padding_moves_the_output_by_the_filler_share(k):
     """k copies of one filler share one score z_f and take the share k e^z_f / (D + k e^z_f)."""
-    from npformer.example import running_example
+    from npformer.training.example import running_example
 
     X = running_example(d=8).X
     short, filler = X[1, :4], X[1, 4]  # "the bank lent money", the <pad> embedding

@@ -1,4 +1,4 @@
-"""Tests of npformer.measuring (the appendix on measuring honestly).
+"""Tests of npformer.book.measuring (the appendix on measuring honestly).
 
 - the timers: a sleep is wall time, not CPU time; min_time is at most any single call;
 - side_by_side sees a clearly slower baseline as slower, and times each call after one of
@@ -16,7 +16,7 @@ import time
 import numpy as np
 import pytest
 
-from npformer.measuring import (
+from npformer.book.measuring import (
     ALLOCATOR_SETTINGS,
     allocator_environment,
     allocator_setting,
@@ -31,7 +31,7 @@ from npformer.measuring import (
 
 SLEEP = """
 import time
-from npformer.measuring import wall_and_cpu
+from npformer.book.measuring import wall_and_cpu
 result = wall_and_cpu(lambda: time.sleep(0.05))
 """
 
@@ -100,7 +100,7 @@ def test_allocator_setting_names_the_environment():
 
 FAULTS = """
 import numpy as np
-from npformer.measuring import count_faults
+from npformer.book.measuring import count_faults
 n = 1 << 19  # 4 MiB of float64: far above glibc's first mapping threshold of 128 KiB
 result = count_faults(lambda: np.ones(n), repeats=5).faults_per_call
 """

@@ -5,14 +5,14 @@ import dataclasses
 import numpy as np
 import pytest
 
-from npformer import model as M
-from npformer.gradcheck import (
+from npformer.core import model as M
+from npformer.core.gradcheck import (
     central_difference,
     kink_crossed,
     normwise_relative_error,
     select_coordinates,
 )
-from npformer.optim import Adam, flat_buffer, pack
+from npformer.core.optim import Adam, flat_buffer, pack
 from tests.tiny_decoder import TINY
 
 
@@ -449,11 +449,11 @@ def test_gradient_check_position_schemes_with_an_explicit_mask():
 
 def reference_logits(params, config, tokens):
     """The pre-LN decoder written again from the public functions of the package, one per step."""
-    from npformer.attention import scaled_dot_product_attention
-    from npformer.block import feed_forward, layer_norm
-    from npformer.masks import causal_mask
-    from npformer.multi_head import merge_heads, split_heads
-    from npformer.positions import alibi_bias, apply_rope, sinusoidal_positions
+    from npformer.core.attention import scaled_dot_product_attention
+    from npformer.core.block import feed_forward, layer_norm
+    from npformer.core.masks import causal_mask
+    from npformer.core.multi_head import merge_heads, split_heads
+    from npformer.core.positions import alibi_bias, apply_rope, sinusoidal_positions
 
     B, T = tokens.shape
     d, h = config.d_model, config.num_heads

@@ -1,12 +1,13 @@
-"""Tests of npformer.multi_head: split/merge, the h = 1 identity, equivariance, torch, errors."""
+"""Tests of npformer.core.multi_head: split/merge, the h = 1 identity, equivariance, torch,
+errors."""
 
 import numpy as np
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from npformer.attention import scaled_dot_product_attention
-from npformer.multi_head import (
+from npformer.core.attention import scaled_dot_product_attention
+from npformer.core.multi_head import (
     init_multi_head_params,
     merge_heads,
     multi_head_attention,

@@ -1,4 +1,5 @@
-"""Tests of npformer.positions: sinusoids, shift matrices, RoPE, Shaw, T5, ALiBi, bad inputs."""
+"""Tests of npformer.core.positions: sinusoids, shift matrices, RoPE, Shaw, T5, ALiBi, bad
+inputs."""
 
 import math
 
@@ -7,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from npformer.attention import scaled_dot_product_attention
-from npformer.multi_head import init_multi_head_params, multi_head_attention
-from npformer.positions import (
+from npformer.core.attention import scaled_dot_product_attention
+from npformer.core.multi_head import init_multi_head_params, multi_head_attention
+from npformer.core.positions import (
     add_positions,
     alibi_bias,
     alibi_slopes,

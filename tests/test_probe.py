@@ -1,9 +1,9 @@
-"""Tests of npformer.probe: closed form, decodable vs undecodable labels, errors."""
+"""Tests of npformer.analysis.probe: closed form, decodable vs undecodable labels, errors."""
 
 import numpy as np
 import pytest
 
-from npformer.probe import fit_linear_probe, probe_accuracy, probe_predict
+from npformer.analysis.probe import fit_linear_probe, probe_accuracy, probe_predict
 
 
 def test_closed_form_equals_the_normal_equations():

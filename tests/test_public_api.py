@@ -21,37 +21,37 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from npformer import attention as A
-from npformer import block as BL
-from npformer import blocked_attention as BA
-from npformer import bootstrap as BS
-from npformer import circuits as CI
-from npformer import direction_ablation as DA
-from npformer import encoder_decoder as ED
-from npformer import example as EXM
-from npformer import exercises as EX
-from npformer import experiment as XP
-from npformer import extrapolation as XT
-from npformer import gradcheck as G
-from npformer import interactive as IA
-from npformer import interventions as IV
-from npformer import kv_cache as KV
-from npformer import label_smoothing as LS
-from npformer import masks as MK
-from npformer import measuring as ME
-from npformer import model as M
-from npformer import multi_head as MH
-from npformer import optim as O
-from npformer import plotting as PL
-from npformer import positions as P
-from npformer import probe as PR
-from npformer import scaling as SC
-from npformer import schedules as SH
-from npformer import seq2seq as S2S
-from npformer import tasks as TK
-from npformer import toy_tasks as TT
-from npformer import train as TR
-from npformer import verify as VE
+from npformer.analysis import bootstrap as BS
+from npformer.analysis import circuits as CI
+from npformer.analysis import direction_ablation as DA
+from npformer.analysis import interventions as IV
+from npformer.analysis import probe as PR
+from npformer.analysis import scaling as SC
+from npformer.book import exercises as EX
+from npformer.book import interactive as IA
+from npformer.book import measuring as ME
+from npformer.book import plotting as PL
+from npformer.book import verify as VE
+from npformer.core import attention as A
+from npformer.core import block as BL
+from npformer.core import blocked_attention as BA
+from npformer.core import encoder_decoder as ED
+from npformer.core import gradcheck as G
+from npformer.core import kv_cache as KV
+from npformer.core import label_smoothing as LS
+from npformer.core import masks as MK
+from npformer.core import model as M
+from npformer.core import multi_head as MH
+from npformer.core import optim as O
+from npformer.core import positions as P
+from npformer.training import example as EXM
+from npformer.training import experiment as XP
+from npformer.training import extrapolation as XT
+from npformer.training import schedules as SH
+from npformer.training import seq2seq as S2S
+from npformer.training import tasks as TK
+from npformer.training import toy_tasks as TT
+from npformer.training import train as TR
 
 ROOT = Path(__file__).resolve().parent.parent
 RNG = np.random.default_rng(0)

@@ -1,4 +1,5 @@
-"""Tests for npformer.scaling: the softmax Jacobian, entropy, sensitivity and the measurement."""
+"""Tests for npformer.analysis.scaling: the softmax Jacobian, entropy, sensitivity and the
+measurement."""
 
 import math
 
@@ -7,8 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from npformer.attention import softmax
-from npformer.scaling import (
+from npformer.analysis.scaling import (
     ScalingStats,
     entropy,
     measure_scaling,
@@ -16,6 +16,7 @@ from npformer.scaling import (
     sensitivity,
     softmax_jacobian,
 )
+from npformer.core.attention import softmax
 
 shapes = st.lists(st.integers(1, 4), min_size=0, max_size=2)  # leading axes
 widths = st.integers(1, 9)  # S
@@ -175,7 +176,7 @@ def test_score_statistics_broadcasts_leading_axes():
 
 @given(lead=shapes, S=widths, seed=seeds, temperature=temperatures)
 def test_softmax_backward_is_the_jacobian_times_dp(lead, S, seed, temperature):
-    from npformer.scaling import softmax_backward
+    from npformer.analysis.scaling import softmax_backward
 
     p = random_weights(lead, S, seed, temperature)
     dp = np.random.default_rng(seed + 1).normal(size=p.shape)
@@ -185,7 +186,7 @@ def test_softmax_backward_is_the_jacobian_times_dp(lead, S, seed, temperature):
 
 
 def test_softmax_backward_rejects_bad_inputs():
-    from npformer.scaling import softmax_backward
+    from npformer.analysis.scaling import softmax_backward
 
     with pytest.raises(ValueError, match=r"softmax_backward: p has shape \(3,\) but dp"):
         softmax_backward(np.ones(3) / 3, np.ones(4))
@@ -193,11 +194,11 @@ def test_softmax_backward_rejects_bad_inputs():
 
 @pytest.mark.parametrize("score_scale", [1.0, 0.25, 1 / 64])
 def test_row_gradients_agree_with_the_attention_core_and_differences(score_scale):
-    from npformer.attention import (
+    from npformer.analysis.scaling import row_gradients
+    from npformer.core.attention import (
         scaled_dot_product_attention,
         scaled_dot_product_attention_backward,
     )
-    from npformer.scaling import row_gradients
 
     rng = np.random.default_rng(5)
     Q, K = rng.normal(size=(2, 2, 5, 4))
@@ -228,7 +229,7 @@ def test_row_gradients_agree_with_the_attention_core_and_differences(score_scale
 
 
 def test_row_gradients_rejects_bad_inputs():
-    from npformer.scaling import row_gradients
+    from npformer.analysis.scaling import row_gradients
 
     Q = K = V = np.zeros((4, 3))
     with pytest.raises(ValueError, match=r"d_out has shape \(4, 2\)"):
@@ -237,7 +238,7 @@ def test_row_gradients_rejects_bad_inputs():
 
 def test_softmax_backward_obeys_the_one_minus_p_max_squared_bound():
     """Chapter 02: ||dz||_1 <= (1 - p_max^2) R, nearly attained; (1 - p_max) R is too tight."""
-    from npformer.scaling import softmax_backward
+    from npformer.analysis.scaling import softmax_backward
 
     rng = np.random.default_rng(29)
     spread = np.exp(rng.uniform(np.log(0.1), np.log(30), size=(20_000, 1)))  # (n, 1)

@@ -1,10 +1,11 @@
-"""Tests of npformer.schedules: the 2017 warm-up schedule's shape, peak and bad arguments."""
+"""Tests of npformer.training.schedules: the 2017 warm-up schedule's shape, peak and bad
+arguments."""
 
 import math
 
 import pytest
 
-from npformer.schedules import warmup_inverse_sqrt
+from npformer.training.schedules import warmup_inverse_sqrt
 
 
 def test_the_paper_numbers_and_shape():

@@ -1,9 +1,10 @@
-"""Tests of npformer.seq2seq: the reversal task, a short training run, the exposure-bias counts."""
+"""Tests of npformer.training.seq2seq: the reversal task, a short training run, the exposure-bias
+counts."""
 
 import numpy as np
 import pytest
 
-from npformer.seq2seq import (
+from npformer.training.seq2seq import (
     START,
     Seq2SeqRun,
     exposure_bias,

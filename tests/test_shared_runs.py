@@ -8,8 +8,8 @@ import dataclasses
 
 import numpy as np
 
-from npformer import train as training
-from npformer.train import SHARED_RUNS_ENV, SHARED_RUNS_MIN_STEPS, TrainConfig, train
+from npformer.training import train as training
+from npformer.training.train import SHARED_RUNS_ENV, SHARED_RUNS_MIN_STEPS, TrainConfig, train
 
 CONFIG = TrainConfig(task="copy", length=3, d_model=16, num_heads=2, steps=SHARED_RUNS_MIN_STEPS)
 

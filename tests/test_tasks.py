@@ -1,4 +1,4 @@
-"""Tests of npformer.tasks: shapes, determinism, answers, the loss mask, errors."""
+"""Tests of npformer.training.tasks: shapes, determinism, answers, the loss mask, errors."""
 
 import math
 
@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from npformer.tasks import (
+from npformer.training.tasks import (
     ALPHABET_SIZE,
     SEP,
     VOCAB_SIZE,

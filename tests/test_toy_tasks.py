@@ -1,10 +1,11 @@
-"""Tests of npformer.toy_tasks: targets, encoding, gradients, a torch twin, training, bad inputs."""
+"""Tests of npformer.training.toy_tasks: targets, encoding, gradients, a torch twin, training, bad
+inputs."""
 
 import numpy as np
 import pytest
 
-from npformer import toy_tasks as tt
-from npformer.gradcheck import central_difference
+from npformer.core.gradcheck import central_difference
+from npformer.training import toy_tasks as tt
 
 
 def small_setup(offsets=(1, 2), d_model=4, num_heads=2, seed=0):

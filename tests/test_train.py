@@ -1,13 +1,13 @@
-"""Tests of npformer.train: the loss mask, generation that reads its own outputs, evaluation,
-a tiny run that learns, determinism, and bad configurations."""
+"""Tests of npformer.training.train: the loss mask, generation that reads its own outputs,
+evaluation, a tiny run that learns, determinism, and bad configurations."""
 
 import numpy as np
 import pytest
 
-import npformer.train as train_module
-from npformer.model import init_params, loss_and_grads
-from npformer.tasks import SEP, make_batch
-from npformer.train import (
+import npformer.training.train as train_module
+from npformer.core.model import init_params, loss_and_grads
+from npformer.training.tasks import SEP, make_batch
+from npformer.training.train import (
     TrainConfig,
     evaluate,
     generate,
@@ -187,7 +187,7 @@ def test_a_run_picks_its_position_scheme(positions):
 
 
 def test_warmup_is_linear_and_off_by_default():
-    from npformer.train import learning_rate
+    from npformer.training.train import learning_rate
 
     plain = TrainConfig(lr=0.01)
     assert all(learning_rate(plain, s) == 0.01 for s in (0, 5, 1000))
@@ -227,7 +227,7 @@ def test_qk_init_scale_gives_an_unscaled_head_the_scaled_heads_initial_scores():
 
 
 def test_grad_norms_are_each_blocks_gradient_norm():
-    from npformer.train import block_grad_norms
+    from npformer.training.train import block_grad_norms
 
     config = TrainConfig(length=2, steps=3, d_model=8, num_heads=2, num_layers=2)
     result = train(config, record_grad_norms=True)

@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from npformer.verify import REFERENCES, Reference, judge, machine_kernels, verify
+from npformer.book.verify import REFERENCES, Reference, judge, machine_kernels, verify
 
 NAMES = [r.name for r in REFERENCES]
 

@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from npformer import model as M
+from npformer.core import model as M
 
 TINY = dict(vocab_size=7, d_model=8, num_heads=2, num_layers=2, d_ff=16, max_len=6)
 

@@ -1,4 +1,4 @@
-"""The decoder-only model of ``npformer.model`` written again in torch, for autograd to check.
+"""The decoder-only model of ``npformer.core.model`` written again in torch, for autograd to check.
 
 torch alone: this module imports nothing from npformer. It reads the same parameter names and
 shapes (a linear layer is x @ W + b with W of shape (d_in, d_out); W_qkv holds [Q | K | V]
