@@ -44,6 +44,19 @@ def test_sleep_is_wall_time_not_cpu_time(monkeypatch):
     assert wall >= 0.05 and cpu < 0.03
 
 
+THREADS = """
+from threadpoolctl import threadpool_info
+result = sorted({pool["num_threads"] for pool in threadpool_info()})
+"""
+
+
+def test_child_runs_with_one_blas_thread_whatever_the_environment(monkeypatch):
+    # the appendix's children time attention: they must not inherit a multi-threaded BLAS
+    for name in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        monkeypatch.setenv(name, "2")
+    assert run_in_child(THREADS, "kept") == [1]
+
+
 def test_min_time_is_at_most_one_call():
     calls = []
     best = min_time(lambda: calls.append(time.sleep(0.001)), repeats=3, warmup=2)

@@ -182,6 +182,9 @@ def allocator_setting(environ: Mapping[str, str] | None = None) -> str:
 
 _CHILD_PRELUDE = """\
 import json as _json, os as _os
+import numpy as _np  # loads the BLAS library first, so that the limit below reaches it
+from threadpoolctl import threadpool_limits as _threadpool_limits
+_threadpool_limits(limits=1)  # one BLAS thread, as in the pages that time, whatever the env
 _seen = {k: v for k, v in _os.environ.items()
          if k.startswith("MALLOC_") or k in ("GLIBC_TUNABLES", "LD_PRELOAD")}
 """
@@ -194,7 +197,8 @@ def run_in_child(code: str, setting: str) -> object:
     """Run ``code`` in a fresh Python process under one allocator setting; return its ``result``.
 
     ``code`` must assign a JSON-ready value to the name ``result``. The child starts from this
-    process's environment with every allocator variable removed and ``setting``'s added; it
+    process's environment with every allocator variable removed and ``setting``'s added, and
+    runs with one BLAS thread (``threadpool_limits``) whatever that environment says; it
     reports the allocator variables it saw, and a RuntimeError is raised unless they are exactly
     ``ALLOCATOR_SETTINGS[setting]`` (or if the child fails): the run, not an argument, is wrong.
     """
