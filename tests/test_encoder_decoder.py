@@ -71,12 +71,12 @@ def torch_reference(config, params, fast_path_encoder=False):
     custom = None
     if fast_path_encoder:
         layer = torch.nn.TransformerEncoderLayer(
-            config.d_model, config.num_heads, config.d_ff, layer_norm_eps=config.eps, **kw
+            config.d_model, config.num_heads, config.d_ff, layer_norm_eps=config.ln_eps, **kw
         )
         custom = torch.nn.TransformerEncoder(
             layer,
             config.num_encoder_layers,
-            norm=torch.nn.LayerNorm(config.d_model, eps=config.eps, dtype=torch.float64),
+            norm=torch.nn.LayerNorm(config.d_model, eps=config.ln_eps, dtype=torch.float64),
             enable_nested_tensor=False,
         )
     model = torch.nn.Transformer(
@@ -85,7 +85,7 @@ def torch_reference(config, params, fast_path_encoder=False):
         num_encoder_layers=config.num_encoder_layers,
         num_decoder_layers=config.num_decoder_layers,
         dim_feedforward=config.d_ff,
-        layer_norm_eps=config.eps,
+        layer_norm_eps=config.ln_eps,
         custom_encoder=custom,
         **kw,
     )
@@ -234,9 +234,9 @@ def test_batch_of_one_and_length_one_equal_torch():
 
 
 @pytest.mark.parametrize("config", CONFIGS)
-@pytest.mark.parametrize("final_norm", [True, False])
-def test_closed_form_count_equals_the_tensors(config, final_norm):
-    config = dataclasses.replace(config, final_norm=final_norm)
+@pytest.mark.parametrize("final_ln", [True, False])
+def test_closed_form_count_equals_the_tensors(config, final_ln):
+    config = dataclasses.replace(config, final_ln=final_ln)
     params = init_encoder_decoder_params(config, np.random.default_rng(0))
     counts = parameter_count(config)
     assert counts["total"] == count_parameters(params)
@@ -257,7 +257,7 @@ def test_base_2017_count():
     counts = parameter_count(BASE_2017)
     assert counts["total"] == 63_084_544
     assert counts["embedding"] == 37_000 * 512
-    assert parameter_count(dataclasses.replace(BASE_2017, final_norm=False))["total"] == 63_082_496
+    assert parameter_count(dataclasses.replace(BASE_2017, final_ln=False))["total"] == 63_082_496
 
 
 def test_count_equals_torch_transformer_plus_embedding():
@@ -354,7 +354,7 @@ def test_encode_decode_compose_to_the_forward():
 
 
 def test_without_final_norm_runs_and_differs():
-    config = dataclasses.replace(SMALL, final_norm=False)
+    config = dataclasses.replace(SMALL, final_ln=False)
     params = random_model(config, 9)
     assert "encoder_norm" not in params
     src, tgt, lengths = random_batch(config, 9)
@@ -408,12 +408,12 @@ def _loss_and_grads(config, params, src, tgt_in, tgt_out, src_pad, smoothing=0.1
 
 
 @pytest.mark.parametrize("ln", ["post", "pre"])
-@pytest.mark.parametrize("final_norm", [True, False])
-def test_backward_matches_central_differences(final_norm, ln):
+@pytest.mark.parametrize("final_ln", [True, False])
+def test_backward_matches_central_differences(final_ln, ln):
     from npformer.core.gradcheck import gradient_check, select_coordinates
     from npformer.core.label_smoothing import label_smoothed_cross_entropy
 
-    config = dataclasses.replace(SMALL, final_norm=final_norm, ln=ln)
+    config = dataclasses.replace(SMALL, final_ln=final_ln, ln=ln)
     params = random_model(config, 3)
     src, tgt_in, lengths = random_batch(config, 3)
     src[0, 3] = src[0, 1] = tgt_in[0, 2]  # a token repeated in the source and in the target

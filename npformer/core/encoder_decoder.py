@@ -12,7 +12,7 @@ backward: every multi-head layer goes back through
 
 The layers are post-LN as in the paper, ``LN(x + sublayer(x))``, with a ReLU feed-forward
 network. Like ``torch.nn.Transformer``, each stack ends with one more layer norm
-(``final_norm=True``); the paper's text does not mention it. One embedding matrix ``E``
+(``final_ln=True``); the paper's text does not mention it. One embedding matrix ``E``
 (vocab_size, d) is shared by the source, the target and the output projection:
 inputs are ``sqrt(d) E[token] + PE[position]``, logits are ``h @ E^T``.
 
@@ -49,8 +49,8 @@ class EncoderDecoderConfig:
 
     vocab_size: shared source/target vocabulary; d_model: width d; num_heads: h (d % h == 0);
     d_ff: hidden width of the feed-forward network; num_encoder_layers, num_decoder_layers:
-    depth of each stack; final_norm: one extra layer norm at the end of each stack (as in
-    torch.nn.Transformer); eps: the layer norms' epsilon. Raises ValueError on a non-positive
+    depth of each stack; final_ln: one extra layer norm at the end of each stack (as in
+    torch.nn.Transformer); ln_eps: the layer norms' epsilon. Raises ValueError on a non-positive
     size, on d_model % num_heads != 0 and on an odd d_model (positions come in sin/cos pairs).
     """
 
@@ -60,8 +60,8 @@ class EncoderDecoderConfig:
     d_ff: int
     num_encoder_layers: int
     num_decoder_layers: int
-    final_norm: bool = True
-    eps: float = 1e-5
+    final_ln: bool = True
+    ln_eps: float = 1e-5
     ln: str = "post"  # "post": LN(x + f(x)), as in 2017; "pre": x + f(LN(x))
 
     def __post_init__(self):
@@ -75,10 +75,10 @@ class EncoderDecoderConfig:
                 f"EncoderDecoderConfig: every size must be >= 1 and d_model an even multiple of "
                 f"num_heads (sinusoidal positions fill (sin, cos) pairs), got {self}"
             )
-        if self.ln not in ("pre", "post") or not self.eps > 0:
+        if self.ln not in ("pre", "post") or not self.ln_eps > 0:
             raise ValueError(
-                f"EncoderDecoderConfig: ln must be 'pre' or 'post' and eps > 0, got "
-                f"ln={self.ln!r}, eps={self.eps!r}"
+                f"EncoderDecoderConfig: ln must be 'pre' or 'post' and ln_eps > 0, got "
+                f"ln={self.ln!r}, ln_eps={self.ln_eps!r}"
             )
 
 
@@ -120,7 +120,7 @@ def init_encoder_decoder_params(
     ``embedding`` (vocab_size, d) with entries N(0, 1/d), so that sqrt(d) E[token] has unit
     variance; ``encoder``: a list of layers {"self_attn", "norm_1", "ffn", "norm_2"};
     ``decoder``: a list of layers {"self_attn", "norm_1", "cross_attn", "norm_2", "ffn",
-    "norm_3"}; ``encoder_norm`` and ``decoder_norm`` when ``config.final_norm``. Attention
+    "norm_3"}; ``encoder_norm`` and ``decoder_norm`` when ``config.final_ln``. Attention
     blocks hold W_q, W_k, W_v, W_o (d, d) and b_q .. b_o (d,); feed-forward blocks W_1 (d, d_ff),
     b_1, W_2 (d_ff, d), b_2; norms gamma, beta (d,). Biases start at 0, gammas at 1.
 
@@ -150,7 +150,7 @@ def init_encoder_decoder_params(
             for _ in range(config.num_decoder_layers)
         ],
     }
-    if config.final_norm:
+    if config.final_ln:
         params["encoder_norm"] = _norm_params(d, dtype)
         params["decoder_norm"] = _norm_params(d, dtype)
     return params
@@ -190,7 +190,7 @@ def parameter_count(config: EncoderDecoderConfig) -> dict[str, int]:
     2 d d_ff + d_ff + d, one layer norm 2 d; an encoder layer = attention + FFN + 2 norms
     (12 d^2 + 13 d when d_ff = 4 d), a decoder layer = 2 attentions + FFN + 3 norms
     (16 d^2 + 19 d); the tied embedding vocab_size d is counted once; 2 x 2 d for the final
-    norms when ``config.final_norm``.
+    norms when ``config.final_ln``.
 
     Returns a dict with "embedding", "encoder_layer", "decoder_layer", "encoder", "decoder",
     "final_norms" and "total" (every entry an int).
@@ -207,7 +207,7 @@ def parameter_count(config: EncoderDecoderConfig) -> dict[str, int]:
         "decoder_layer": decoder_layer,
         "encoder": config.num_encoder_layers * encoder_layer,
         "decoder": config.num_decoder_layers * decoder_layer,
-        "final_norms": 2 * norm if config.final_norm else 0,
+        "final_norms": 2 * norm if config.final_ln else 0,
     }
     counts["total"] = (
         counts["embedding"] + counts["encoder"] + counts["decoder"] + counts["final_norms"]
@@ -363,7 +363,7 @@ def encode(src_tokens, params, config: EncoderDecoderConfig, src_pad=None):
     Shapes: src_tokens (B, S) ids; src_pad (B, S) bool, True = real token (None: no padding).
     Rows of ``memory`` at padded positions are computed but never read by the decoder.
     Returns (memory (B, S, d), caches): one EncoderLayerCache per layer, then, with
-    ``config.final_norm``, the final norm's LayerNormCache.
+    ``config.final_ln``, the final norm's LayerNormCache.
     """
     src_tokens = np.asarray(src_tokens)  # embed checks the ids
     src_pad = _check_src_pad("encode", src_pad, src_tokens.shape)
@@ -371,11 +371,11 @@ def encode(src_tokens, params, config: EncoderDecoderConfig, src_pad=None):
     x = embed(src_tokens, params["embedding"])  # (B, S, d)
     caches = []
     for layer in params["encoder"]:
-        x, cache = encoder_layer(x, layer, config.num_heads, mask, config.eps, config.ln)
+        x, cache = encoder_layer(x, layer, config.num_heads, mask, config.ln_eps, config.ln)
         caches.append(cache)
-    if config.final_norm:
+    if config.final_ln:
         norm = params["encoder_norm"]
-        x, norm_cache = layer_norm(x, norm["gamma"], norm["beta"], config.eps)
+        x, norm_cache = layer_norm(x, norm["gamma"], norm["beta"], config.ln_eps)
         caches.append(norm_cache)
     return x, caches
 
@@ -388,7 +388,7 @@ def decode(tgt_tokens, memory, params, config: EncoderDecoderConfig, src_pad=Non
     cross-attention ignores padded source positions. Right-padded targets need no mask of their
     own: the causal mask already hides every later position from each query.
     Returns (hidden (B, T, d), caches): one DecoderLayerCache per layer, then, with
-    ``config.final_norm``, the final norm's LayerNormCache.
+    ``config.final_ln``, the final norm's LayerNormCache.
     """
     tgt_tokens, memory = np.asarray(tgt_tokens), np.asarray(memory)  # embed checks the ids
     T = tgt_tokens.shape[1]
@@ -399,12 +399,12 @@ def decode(tgt_tokens, memory, params, config: EncoderDecoderConfig, src_pad=Non
     caches = []
     for layer in params["decoder"]:
         y, cache = decoder_layer(
-            y, memory, layer, config.num_heads, self_mask, memory_mask, config.eps, config.ln
+            y, memory, layer, config.num_heads, self_mask, memory_mask, config.ln_eps, config.ln
         )
         caches.append(cache)
-    if config.final_norm:
+    if config.final_ln:
         norm = params["decoder_norm"]
-        y, norm_cache = layer_norm(y, norm["gamma"], norm["beta"], config.eps)
+        y, norm_cache = layer_norm(y, norm["gamma"], norm["beta"], config.ln_eps)
         caches.append(norm_cache)
     return y, caches
 
@@ -437,8 +437,8 @@ def encoder_decoder_forward(
     memory, enc_caches = encode(src_tokens, params, config, src_pad)  # (B, S, d)
     hidden, dec_caches = decode(tgt_tokens, memory, params, config, src_pad)  # (B, T, d)
     # the final norms' caches, if any, come last: kept apart from the layers' for the backward
-    enc_norm = enc_caches.pop() if config.final_norm else None
-    dec_norm = dec_caches.pop() if config.final_norm else None
+    enc_norm = enc_caches.pop() if config.final_ln else None
+    dec_norm = dec_caches.pop() if config.final_ln else None
     logits = hidden @ params["embedding"].T  # (B, T, vocab_size)
     cache = EncoderDecoderCache(
         memory,
@@ -582,7 +582,7 @@ def encoder_decoder_backward(d_logits, cache: EncoderDecoderCache, params, confi
     dE = g2.T @ cache.hidden.reshape(-1, d)  # (vocab_size, d) the output projection's share
     grads: dict = {"embedding": dE}
     dy = d_logits @ E  # (B, T, d)
-    if config.final_norm:
+    if config.final_ln:
         dy, dg, db = layer_norm_backward(dy, cache.decoder_norm)
         dec_norm = _norm_grads(dg, db)
     d_memory = np.zeros_like(cache.memory)  # (B, S, d)
@@ -592,7 +592,7 @@ def encoder_decoder_backward(d_logits, cache: EncoderDecoderCache, params, confi
         d_memory += dm
     _embedding_backward(dE, cache.tgt_tokens, dy)
     dx = d_memory
-    if config.final_norm:
+    if config.final_ln:
         dx, dg, db = layer_norm_backward(dx, cache.encoder_norm)
         enc_norm = _norm_grads(dg, db)
     enc_grads = [None] * len(params["encoder"])
@@ -601,7 +601,7 @@ def encoder_decoder_backward(d_logits, cache: EncoderDecoderCache, params, confi
     _embedding_backward(dE, cache.src_tokens, dx)
     grads["encoder"] = enc_grads
     grads["decoder"] = dec_grads
-    if config.final_norm:
+    if config.final_ln:
         grads["encoder_norm"] = enc_norm
         grads["decoder_norm"] = dec_norm
     return grads
