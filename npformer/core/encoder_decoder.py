@@ -13,7 +13,7 @@ backward: every multi-head layer goes back through
 The layers are post-LN as in the paper, ``LN(x + sublayer(x))``, with a ReLU feed-forward
 network. Like ``torch.nn.Transformer``, each stack ends with one more layer norm
 (``final_ln=True``); the paper's text does not mention it. One embedding matrix ``E``
-(vocab_size, d) is shared by the source, the target and the output projection:
+(``tok_emb``, (vocab_size, d)) is shared by the source, the target and the output projection:
 inputs are ``sqrt(d) E[token] + PE[position]``, logits are ``h @ E^T``.
 
 Weight convention of the book: a linear layer is ``x @ W + b`` with ``W`` of shape (d_in, d_out).
@@ -117,42 +117,43 @@ def init_encoder_decoder_params(
 ) -> dict:
     """Random parameters of an encoder-decoder Transformer, as a nested dict of arrays.
 
-    ``embedding`` (vocab_size, d) with entries N(0, 1/d), so that sqrt(d) E[token] has unit
-    variance; ``encoder``: a list of layers {"self_attn", "norm_1", "ffn", "norm_2"};
-    ``decoder``: a list of layers {"self_attn", "norm_1", "cross_attn", "norm_2", "ffn",
-    "norm_3"}; ``encoder_norm`` and ``decoder_norm`` when ``config.final_ln``. Attention
-    blocks hold W_q, W_k, W_v, W_o (d, d) and b_q .. b_o (d,); feed-forward blocks W_1 (d, d_ff),
-    b_1, W_2 (d_ff, d), b_2; norms gamma, beta (d,). Biases start at 0, gammas at 1.
+    ``tok_emb`` (vocab_size, d) with entries N(0, 1/d), so that sqrt(d) E[token] has unit
+    variance; ``encoder``: a list of layers {"self_attn", "ln1", "ffn", "ln2"}; ``decoder``: a
+    list of layers {"self_attn", "ln1", "cross_attn", "ln2", "ffn", "ln3"}; ``encoder_ln_f``
+    and ``decoder_ln_f``, each stack's final norm (the decoder-only model's ``ln_f``), when
+    ``config.final_ln``. Attention blocks hold W_q, W_k, W_v, W_o (d, d) and b_q .. b_o (d,);
+    feed-forward blocks W_1 (d, d_ff), b_1, W_2 (d_ff, d), b_2; norms gamma, beta (d,). Biases
+    start at 0, gammas at 1.
 
     Returns the dict.
     """
     d, d_ff = config.d_model, config.d_ff
     params = {
-        "embedding": (rng.standard_normal((config.vocab_size, d)) / math.sqrt(d)).astype(dtype),
+        "tok_emb": (rng.standard_normal((config.vocab_size, d)) / math.sqrt(d)).astype(dtype),
         "encoder": [
             {
                 "self_attn": init_multi_head_params(d, rng, dtype),
-                "norm_1": _norm_params(d, dtype),
+                "ln1": _norm_params(d, dtype),
                 "ffn": _ffn_params(d, d_ff, rng, dtype),
-                "norm_2": _norm_params(d, dtype),
+                "ln2": _norm_params(d, dtype),
             }
             for _ in range(config.num_encoder_layers)
         ],
         "decoder": [
             {
                 "self_attn": init_multi_head_params(d, rng, dtype),
-                "norm_1": _norm_params(d, dtype),
+                "ln1": _norm_params(d, dtype),
                 "cross_attn": init_multi_head_params(d, rng, dtype),
-                "norm_2": _norm_params(d, dtype),
+                "ln2": _norm_params(d, dtype),
                 "ffn": _ffn_params(d, d_ff, rng, dtype),
-                "norm_3": _norm_params(d, dtype),
+                "ln3": _norm_params(d, dtype),
             }
             for _ in range(config.num_decoder_layers)
         ],
     }
     if config.final_ln:
-        params["encoder_norm"] = _norm_params(d, dtype)
-        params["decoder_norm"] = _norm_params(d, dtype)
+        params["encoder_ln_f"] = _norm_params(d, dtype)
+        params["decoder_ln_f"] = _norm_params(d, dtype)
     return params
 
 
@@ -295,7 +296,7 @@ def encoder_layer(x, layer, num_heads: int, mask=None, eps: float = 1e-5, ln: st
     boolean (True = may attend) and broadcasts to (B, h, S, S): the source key padding
     (B, 1, 1, S). Returns (out (B, S, d), EncoderLayerCache).
     """
-    n1, n2 = layer["norm_1"], layer["norm_2"]
+    n1, n2 = layer["ln1"], layer["ln2"]
     if ln == "pre":  # h = x + SelfAttn(LN_1(x)), out = h + FFN(LN_2(h))
         u, n1_cache = layer_norm(x, n1["gamma"], n1["beta"], eps)  # (B, S, d)
         a, attn_cache = multi_head_attention(u, u, layer["self_attn"], num_heads, mask=mask)
@@ -329,7 +330,7 @@ def decoder_layer(
     (B, h, T, T) (the causal (T, T) mask), ``memory_mask`` to (B, h, T, S) (the source key
     padding (B, 1, 1, S)). Returns (out (B, T, d), DecoderLayerCache).
     """
-    n1, n2, n3 = layer["norm_1"], layer["norm_2"], layer["norm_3"]
+    n1, n2, n3 = layer["ln1"], layer["ln2"], layer["ln3"]
     if ln == "pre":  # each sublayer reads LN(stream) and adds to the stream
         u, n1_cache = layer_norm(y, n1["gamma"], n1["beta"], eps)  # (B, T, d)
         a, self_cache = multi_head_attention(u, u, layer["self_attn"], num_heads, mask=self_mask)
@@ -368,13 +369,13 @@ def encode(src_tokens, params, config: EncoderDecoderConfig, src_pad=None):
     src_tokens = np.asarray(src_tokens)  # embed checks the ids
     src_pad = _check_src_pad("encode", src_pad, src_tokens.shape)
     mask = None if src_pad is None else key_padding_to_scores(src_pad)  # (B, 1, 1, S)
-    x = embed(src_tokens, params["embedding"])  # (B, S, d)
+    x = embed(src_tokens, params["tok_emb"])  # (B, S, d)
     caches = []
     for layer in params["encoder"]:
         x, cache = encoder_layer(x, layer, config.num_heads, mask, config.ln_eps, config.ln)
         caches.append(cache)
     if config.final_ln:
-        norm = params["encoder_norm"]
+        norm = params["encoder_ln_f"]
         x, norm_cache = layer_norm(x, norm["gamma"], norm["beta"], config.ln_eps)
         caches.append(norm_cache)
     return x, caches
@@ -395,7 +396,7 @@ def decode(tgt_tokens, memory, params, config: EncoderDecoderConfig, src_pad=Non
     src_pad = _check_src_pad("decode", src_pad, memory.shape[:2])
     self_mask = causal_mask(T)  # (T, T)
     memory_mask = None if src_pad is None else key_padding_to_scores(src_pad)  # (B, 1, 1, S)
-    y = embed(tgt_tokens, params["embedding"])  # (B, T, d)
+    y = embed(tgt_tokens, params["tok_emb"])  # (B, T, d)
     caches = []
     for layer in params["decoder"]:
         y, cache = decoder_layer(
@@ -403,7 +404,7 @@ def decode(tgt_tokens, memory, params, config: EncoderDecoderConfig, src_pad=Non
         )
         caches.append(cache)
     if config.final_ln:
-        norm = params["decoder_norm"]
+        norm = params["decoder_ln_f"]
         y, norm_cache = layer_norm(y, norm["gamma"], norm["beta"], config.ln_eps)
         caches.append(norm_cache)
     return y, caches
@@ -439,7 +440,7 @@ def encoder_decoder_forward(
     # the final norms' caches, if any, come last: kept apart from the layers' for the backward
     enc_norm = enc_caches.pop() if config.final_ln else None
     dec_norm = dec_caches.pop() if config.final_ln else None
-    logits = hidden @ params["embedding"].T  # (B, T, vocab_size)
+    logits = hidden @ params["tok_emb"].T  # (B, T, vocab_size)
     cache = EncoderDecoderCache(
         memory,
         hidden,
@@ -489,9 +490,9 @@ def encoder_layer_backward(d_out, cache: EncoderLayerCache, layer: dict):
         dx, dg1, db1, dg2, db2, attn_grads, ffn_grads = _post_encoder_backward(d_out, cache, layer)
     grads = {
         "self_attn": attn_grads,
-        "norm_1": _norm_grads(dg1, db1),
+        "ln1": _norm_grads(dg1, db1),
         "ffn": ffn_grads,
-        "norm_2": _norm_grads(dg2, db2),
+        "ln2": _norm_grads(dg2, db2),
     }
     return dx, grads
 
@@ -548,11 +549,11 @@ def decoder_layer_backward(d_out, cache: DecoderLayerCache, layer: dict):
         dy = d_sum1 + dy_q + dy_kv
     grads = {
         "self_attn": self_grads,
-        "norm_1": _norm_grads(dg1, db1),
+        "ln1": _norm_grads(dg1, db1),
         "cross_attn": cross_grads,
-        "norm_2": _norm_grads(dg2, db2),
+        "ln2": _norm_grads(dg2, db2),
         "ffn": ffn_grads,
-        "norm_3": _norm_grads(dg3, db3),
+        "ln3": _norm_grads(dg3, db3),
     }
     return dy, d_memory, grads
 
@@ -577,10 +578,10 @@ def encoder_decoder_backward(d_logits, cache: EncoderDecoderCache, params, confi
     :func:`named_parameters` to flatten both for an optimizer).
     """
     B, T, d = cache.hidden.shape
-    E = params["embedding"]  # (vocab_size, d)
+    E = params["tok_emb"]  # (vocab_size, d)
     g2 = d_logits.reshape(-1, config.vocab_size)  # (B T, vocab_size)
     dE = g2.T @ cache.hidden.reshape(-1, d)  # (vocab_size, d) the output projection's share
-    grads: dict = {"embedding": dE}
+    grads: dict = {"tok_emb": dE}
     dy = d_logits @ E  # (B, T, d)
     if config.final_ln:
         dy, dg, db = layer_norm_backward(dy, cache.decoder_norm)
@@ -602,8 +603,8 @@ def encoder_decoder_backward(d_logits, cache: EncoderDecoderCache, params, confi
     grads["encoder"] = enc_grads
     grads["decoder"] = dec_grads
     if config.final_ln:
-        grads["encoder_norm"] = enc_norm
-        grads["decoder_norm"] = dec_norm
+        grads["encoder_ln_f"] = enc_norm
+        grads["decoder_ln_f"] = dec_norm
     return grads
 
 
@@ -638,7 +639,7 @@ def greedy_generate(
     step_logits = []
     for _ in range(num_steps):
         hidden, _ = decode(tokens, memory, params, config, src_pad)  # (B, t + 1, d)
-        logits = hidden[:, -1] @ params["embedding"].T  # (B, vocab_size)
+        logits = hidden[:, -1] @ params["tok_emb"].T  # (B, vocab_size)
         step_logits.append(logits)
         chosen = logits.argmax(axis=-1)  # (B,)
         tokens = np.concatenate([tokens, chosen[:, None]], axis=1)  # (B, t + 2)
