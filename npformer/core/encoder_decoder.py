@@ -269,9 +269,9 @@ class EncoderLayerCache(NamedTuple):
 
     self_attn: MultiHeadCache  # .attention.weights is (B, h, S, S)
     after_attn: np.ndarray  # (B, S, d) LN(x + SelfAttn(x))
-    norm_1: object  # LayerNormCache of LN(x + SelfAttn(x))
+    ln1: object  # LayerNormCache of LN(x + SelfAttn(x))
     ffn: object  # FeedForwardCache
-    norm_2: object  # LayerNormCache of LN(h + FFN(h))
+    ln2: object  # LayerNormCache of LN(h + FFN(h))
     ln: str = "post"  # "pre": the norms read x and h, and h = x + SelfAttn(LN(x))
 
 
@@ -282,10 +282,10 @@ class DecoderLayerCache(NamedTuple):
     cross_attn: MultiHeadCache  # .attention.weights is (B, h, T, S)
     after_self_attn: np.ndarray  # (B, T, d)
     after_cross_attn: np.ndarray  # (B, T, d)
-    norm_1: object  # LayerNormCache
-    norm_2: object  # LayerNormCache
+    ln1: object  # LayerNormCache
+    ln2: object  # LayerNormCache
     ffn: object  # FeedForwardCache
-    norm_3: object  # LayerNormCache
+    ln3: object  # LayerNormCache
     ln: str = "post"  # "pre": each norm reads the stream before its sublayer
 
 
@@ -419,8 +419,8 @@ class EncoderDecoderCache(NamedTuple):
     decoder: list  # one DecoderLayerCache per decoder layer
     src_tokens: np.ndarray | None = None  # (B, S)
     tgt_tokens: np.ndarray | None = None  # (B, T)
-    encoder_norm: object = None  # LayerNormCache of the encoder's final norm (or None)
-    decoder_norm: object = None  # LayerNormCache of the decoder's final norm (or None)
+    encoder_ln_f: object = None  # LayerNormCache of the encoder's final norm (or None)
+    decoder_ln_f: object = None  # LayerNormCache of the decoder's final norm (or None)
 
 
 def encoder_decoder_forward(
@@ -479,12 +479,12 @@ def encoder_layer_backward(d_out, cache: EncoderLayerCache, layer: dict):
     """
     if cache.ln == "pre":  # out = h + FFN(LN_2(h)), h = x + SelfAttn(LN_1(x))
         d_u, ffn_grads = _ffn_backward(d_out, cache.ffn)
-        d_h, dg2, db2 = layer_norm_backward(d_u, cache.norm_2)
+        d_h, dg2, db2 = layer_norm_backward(d_u, cache.ln2)
         d_h = d_h + d_out  # the residual path
         du_q, du_kv, attn_grads = multi_head_attention_backward(
             d_h, cache.self_attn, layer["self_attn"]
         )
-        dx, dg1, db1 = layer_norm_backward(du_q + du_kv, cache.norm_1)
+        dx, dg1, db1 = layer_norm_backward(du_q + du_kv, cache.ln1)
         dx = dx + d_h
     else:
         dx, dg1, db1, dg2, db2, attn_grads, ffn_grads = _post_encoder_backward(d_out, cache, layer)
@@ -498,10 +498,10 @@ def encoder_layer_backward(d_out, cache: EncoderLayerCache, layer: dict):
 
 
 def _post_encoder_backward(d_out, cache: EncoderLayerCache, layer: dict):
-    d_sum2, dg2, db2 = layer_norm_backward(d_out, cache.norm_2)  # d(h + f)
+    d_sum2, dg2, db2 = layer_norm_backward(d_out, cache.ln2)  # d(h + f)
     d_h, ffn_grads = _ffn_backward(d_sum2, cache.ffn)
     d_h = d_h + d_sum2  # the residual path
-    d_sum1, dg1, db1 = layer_norm_backward(d_h, cache.norm_1)  # d(x + a)
+    d_sum1, dg1, db1 = layer_norm_backward(d_h, cache.ln1)  # d(x + a)
     dx_q, dx_kv, attn_grads = multi_head_attention_backward(
         d_sum1, cache.self_attn, layer["self_attn"]
     )
@@ -521,28 +521,28 @@ def decoder_layer_backward(d_out, cache: DecoderLayerCache, layer: dict):
     """
     if cache.ln == "pre":
         d_u, ffn_grads = _ffn_backward(d_out, cache.ffn)
-        d_h2, dg3, db3 = layer_norm_backward(d_u, cache.norm_3)
+        d_h2, dg3, db3 = layer_norm_backward(d_u, cache.ln3)
         d_h2 = d_h2 + d_out  # out = h2 + FFN(LN_3(h2))
         d_u, d_memory, cross_grads = multi_head_attention_backward(
             d_h2, cache.cross_attn, layer["cross_attn"]
         )
-        d_h1, dg2, db2 = layer_norm_backward(d_u, cache.norm_2)
+        d_h1, dg2, db2 = layer_norm_backward(d_u, cache.ln2)
         d_h1 = d_h1 + d_h2  # h2 = h1 + CrossAttn(LN_2(h1), memory)
         du_q, du_kv, self_grads = multi_head_attention_backward(
             d_h1, cache.self_attn, layer["self_attn"]
         )
-        dy, dg1, db1 = layer_norm_backward(du_q + du_kv, cache.norm_1)
+        dy, dg1, db1 = layer_norm_backward(du_q + du_kv, cache.ln1)
         dy = dy + d_h1  # h1 = y + SelfAttn(LN_1(y))
     else:
-        d_sum3, dg3, db3 = layer_norm_backward(d_out, cache.norm_3)  # d(h2 + f)
+        d_sum3, dg3, db3 = layer_norm_backward(d_out, cache.ln3)  # d(h2 + f)
         d_h2, ffn_grads = _ffn_backward(d_sum3, cache.ffn)
         d_h2 = d_h2 + d_sum3
-        d_sum2, dg2, db2 = layer_norm_backward(d_h2, cache.norm_2)  # d(h1 + c)
+        d_sum2, dg2, db2 = layer_norm_backward(d_h2, cache.ln2)  # d(h1 + c)
         dq, d_memory, cross_grads = multi_head_attention_backward(
             d_sum2, cache.cross_attn, layer["cross_attn"]
         )
         d_h1 = d_sum2 + dq
-        d_sum1, dg1, db1 = layer_norm_backward(d_h1, cache.norm_1)  # d(y + a)
+        d_sum1, dg1, db1 = layer_norm_backward(d_h1, cache.ln1)  # d(y + a)
         dy_q, dy_kv, self_grads = multi_head_attention_backward(
             d_sum1, cache.self_attn, layer["self_attn"]
         )
@@ -584,7 +584,7 @@ def encoder_decoder_backward(d_logits, cache: EncoderDecoderCache, params, confi
     grads: dict = {"tok_emb": dE}
     dy = d_logits @ E  # (B, T, d)
     if config.final_ln:
-        dy, dg, db = layer_norm_backward(dy, cache.decoder_norm)
+        dy, dg, db = layer_norm_backward(dy, cache.decoder_ln_f)
         dec_norm = _norm_grads(dg, db)
     d_memory = np.zeros_like(cache.memory)  # (B, S, d)
     dec_grads = [None] * len(params["decoder"])
@@ -594,7 +594,7 @@ def encoder_decoder_backward(d_logits, cache: EncoderDecoderCache, params, confi
     _embedding_backward(dE, cache.tgt_tokens, dy)
     dx = d_memory
     if config.final_ln:
-        dx, dg, db = layer_norm_backward(dx, cache.encoder_norm)
+        dx, dg, db = layer_norm_backward(dx, cache.encoder_ln_f)
         enc_norm = _norm_grads(dg, db)
     enc_grads = [None] * len(params["encoder"])
     for i in reversed(range(len(params["encoder"]))):
