@@ -240,7 +240,7 @@ def test_closed_form_count_equals_the_tensors(config, final_ln):
     params = init_encoder_decoder_params(config, np.random.default_rng(0))
     counts = parameter_count(config)
     assert counts["total"] == count_parameters(params)
-    assert counts["embedding"] == params["tok_emb"].size
+    assert counts["tok_emb"] == params["tok_emb"].size
     assert counts["decoder_layer"] == count_parameters(params["decoder"][0])
     assert counts["encoder_layer"] == count_parameters(params["encoder"][0])
 
@@ -256,7 +256,7 @@ def test_layer_closed_forms_at_d_ff_4d():
 def test_base_2017_count():
     counts = parameter_count(BASE_2017)
     assert counts["total"] == 63_084_544
-    assert counts["embedding"] == 37_000 * 512
+    assert counts["tok_emb"] == 37_000 * 512
     assert parameter_count(dataclasses.replace(BASE_2017, final_ln=False))["total"] == 63_082_496
 
 

@@ -193,8 +193,8 @@ def parameter_count(config: EncoderDecoderConfig) -> dict[str, int]:
     (16 d^2 + 19 d); the tied embedding vocab_size d is counted once; 2 x 2 d for the final
     norms when ``config.final_ln``.
 
-    Returns a dict with "embedding", "encoder_layer", "decoder_layer", "encoder", "decoder",
-    "final_norms" and "total" (every entry an int).
+    Returns a dict with "tok_emb", "encoder_layer", "decoder_layer", "encoder", "decoder",
+    "final_ln" (encoder_ln_f and decoder_ln_f together) and "total" (every entry an int).
     """
     d, d_ff = config.d_model, config.d_ff
     attention = 4 * d * d + 4 * d
@@ -203,16 +203,14 @@ def parameter_count(config: EncoderDecoderConfig) -> dict[str, int]:
     encoder_layer = attention + ffn + 2 * norm
     decoder_layer = 2 * attention + ffn + 3 * norm
     counts = {
-        "embedding": config.vocab_size * d,
+        "tok_emb": config.vocab_size * d,
         "encoder_layer": encoder_layer,
         "decoder_layer": decoder_layer,
         "encoder": config.num_encoder_layers * encoder_layer,
         "decoder": config.num_decoder_layers * decoder_layer,
-        "final_norms": 2 * norm if config.final_ln else 0,
+        "final_ln": 2 * norm if config.final_ln else 0,
     }
-    counts["total"] = (
-        counts["embedding"] + counts["encoder"] + counts["decoder"] + counts["final_norms"]
-    )
+    counts["total"] = counts["tok_emb"] + counts["encoder"] + counts["decoder"] + counts["final_ln"]
     return counts
 
 
