@@ -71,12 +71,12 @@ def torch_reference(config, params, fast_path_encoder=False):
     custom = None
     if fast_path_encoder:
         layer = torch.nn.TransformerEncoderLayer(
-            config.d_model, config.num_heads, config.d_ff, layer_norm_eps=config.eps, **kw
+            config.d_model, config.num_heads, config.d_ff, layer_norm_eps=config.ln_eps, **kw
         )
         custom = torch.nn.TransformerEncoder(
             layer,
             config.num_encoder_layers,
-            norm=torch.nn.LayerNorm(config.d_model, eps=config.eps, dtype=torch.float64),
+            norm=torch.nn.LayerNorm(config.d_model, eps=config.ln_eps, dtype=torch.float64),
             enable_nested_tensor=False,
         )
     model = torch.nn.Transformer(
@@ -85,7 +85,7 @@ def torch_reference(config, params, fast_path_encoder=False):
         num_encoder_layers=config.num_encoder_layers,
         num_decoder_layers=config.num_decoder_layers,
         dim_feedforward=config.d_ff,
-        layer_norm_eps=config.eps,
+        layer_norm_eps=config.ln_eps,
         custom_encoder=custom,
         **kw,
     )
@@ -111,21 +111,21 @@ def torch_reference(config, params, fast_path_encoder=False):
         m.linear2.bias.copy_(t(f["b_2"]))
 
     with torch.no_grad():
-        emb.weight.copy_(t(params["embedding"]))
+        emb.weight.copy_(t(params["tok_emb"]))
         for m, p in zip(model.encoder.layers, params["encoder"], strict=True):
             attn(m.self_attn, p["self_attn"])
-            norm(m.norm1, p["norm_1"])
+            norm(m.norm1, p["ln1"])
             ffn(m, p["ffn"])
-            norm(m.norm2, p["norm_2"])
+            norm(m.norm2, p["ln2"])
         for m, p in zip(model.decoder.layers, params["decoder"], strict=True):
             attn(m.self_attn, p["self_attn"])
-            norm(m.norm1, p["norm_1"])
+            norm(m.norm1, p["ln1"])
             attn(m.multihead_attn, p["cross_attn"])
-            norm(m.norm2, p["norm_2"])
+            norm(m.norm2, p["ln2"])
             ffn(m, p["ffn"])
-            norm(m.norm3, p["norm_3"])
-        norm(model.encoder.norm, params["encoder_norm"])
-        norm(model.decoder.norm, params["decoder_norm"])
+            norm(m.norm3, p["ln3"])
+        norm(model.encoder.norm, params["encoder_ln_f"])
+        norm(model.decoder.norm, params["decoder_ln_f"])
     model.eval()
     d = config.d_model
 
@@ -234,13 +234,13 @@ def test_batch_of_one_and_length_one_equal_torch():
 
 
 @pytest.mark.parametrize("config", CONFIGS)
-@pytest.mark.parametrize("final_norm", [True, False])
-def test_closed_form_count_equals_the_tensors(config, final_norm):
-    config = dataclasses.replace(config, final_norm=final_norm)
+@pytest.mark.parametrize("final_ln", [True, False])
+def test_closed_form_count_equals_the_tensors(config, final_ln):
+    config = dataclasses.replace(config, final_ln=final_ln)
     params = init_encoder_decoder_params(config, np.random.default_rng(0))
     counts = parameter_count(config)
     assert counts["total"] == count_parameters(params)
-    assert counts["embedding"] == params["embedding"].size
+    assert counts["tok_emb"] == params["tok_emb"].size
     assert counts["decoder_layer"] == count_parameters(params["decoder"][0])
     assert counts["encoder_layer"] == count_parameters(params["encoder"][0])
 
@@ -256,8 +256,8 @@ def test_layer_closed_forms_at_d_ff_4d():
 def test_base_2017_count():
     counts = parameter_count(BASE_2017)
     assert counts["total"] == 63_084_544
-    assert counts["embedding"] == 37_000 * 512
-    assert parameter_count(dataclasses.replace(BASE_2017, final_norm=False))["total"] == 63_082_496
+    assert counts["tok_emb"] == 37_000 * 512
+    assert parameter_count(dataclasses.replace(BASE_2017, final_ln=False))["total"] == 63_082_496
 
 
 def test_count_equals_torch_transformer_plus_embedding():
@@ -278,7 +278,7 @@ def test_count_equals_torch_transformer_plus_embedding():
 def test_named_parameters_are_the_dicts_own_arrays():
     params = init_encoder_decoder_params(SMALL, np.random.default_rng(0))
     names = dict(named_parameters(params))
-    assert "decoder.1.cross_attn.W_q" in names and "encoder_norm.gamma" in names
+    assert "decoder.1.cross_attn.W_q" in names and "encoder_ln_f.gamma" in names
     names["decoder.1.cross_attn.W_q"][0, 0] = 123.0
     assert params["decoder"][1]["cross_attn"]["W_q"][0, 0] == 123.0
 
@@ -292,13 +292,13 @@ def test_embedding_scale_and_positions():
     """embed(x)[t] = sqrt(d) E[x_t] + PE[t], with PE written out here from its formula."""
     params = random_model(SMALL, 0)
     tokens = np.array([[1, 1, 4]])
-    x = embed(tokens, params["embedding"])
+    x = embed(tokens, params["tok_emb"])
     d = SMALL.d_model
     omega = 10000.0 ** (-np.arange(0, d, 2) / d)
     pe = np.empty((3, d))
     pe[:, 0::2] = np.sin(np.arange(3)[:, None] * omega)
     pe[:, 1::2] = np.cos(np.arange(3)[:, None] * omega)
-    expected = math.sqrt(d) * params["embedding"][tokens[0]] + pe
+    expected = math.sqrt(d) * params["tok_emb"][tokens[0]] + pe
     np.testing.assert_allclose(x[0], expected, rtol=0, atol=1e-13)
 
 
@@ -350,13 +350,13 @@ def test_encode_decode_compose_to_the_forward():
     hidden, _ = decode(tgt, memory, params, SMALL, pad)
     logits, cache = encoder_decoder_forward(src, tgt, params, SMALL, pad)
     np.testing.assert_array_equal(cache.memory, memory)
-    np.testing.assert_array_equal(logits, hidden @ params["embedding"].T)
+    np.testing.assert_array_equal(logits, hidden @ params["tok_emb"].T)
 
 
 def test_without_final_norm_runs_and_differs():
-    config = dataclasses.replace(SMALL, final_norm=False)
+    config = dataclasses.replace(SMALL, final_ln=False)
     params = random_model(config, 9)
-    assert "encoder_norm" not in params
+    assert "encoder_ln_f" not in params
     src, tgt, lengths = random_batch(config, 9)
     logits, _ = encoder_decoder_forward(src, tgt, params, config)
     assert logits.shape == (3, 5, config.vocab_size) and np.isfinite(logits).all()
@@ -408,12 +408,12 @@ def _loss_and_grads(config, params, src, tgt_in, tgt_out, src_pad, smoothing=0.1
 
 
 @pytest.mark.parametrize("ln", ["post", "pre"])
-@pytest.mark.parametrize("final_norm", [True, False])
-def test_backward_matches_central_differences(final_norm, ln):
+@pytest.mark.parametrize("final_ln", [True, False])
+def test_backward_matches_central_differences(final_ln, ln):
     from npformer.core.gradcheck import gradient_check, select_coordinates
     from npformer.core.label_smoothing import label_smoothed_cross_entropy
 
-    config = dataclasses.replace(SMALL, final_norm=final_norm, ln=ln)
+    config = dataclasses.replace(SMALL, final_ln=final_ln, ln=ln)
     params = random_model(config, 3)
     src, tgt_in, lengths = random_batch(config, 3)
     src[0, 3] = src[0, 1] = tgt_in[0, 2]  # a token repeated in the source and in the target
@@ -432,7 +432,7 @@ def test_backward_matches_central_differences(final_norm, ln):
     # eps = 1e-6 on a loss near 2) is a relative error of 1e-5
     coords = select_coordinates(flat_g, threshold=1e-5, per_tensor=4, rng=np.random.default_rng(0))
     # every kind of parameter is checked: embedding, both attentions, FFN, every norm
-    for part in ("embedding", "cross_attn.W_k", "self_attn.W_q", "ffn.W_1", "norm_3.gamma"):
+    for part in ("tok_emb", "cross_attn.W_k", "self_attn.W_q", "ffn.W_1", "ln3.gamma"):
         assert any(part in name for name in coords), part
     check = gradient_check(loss_fn, flat_p, flat_g, coords, eps=1e-6)
     assert check.worst < 1e-5, check.failures(1e-5)
@@ -460,7 +460,7 @@ def test_backward_equals_torch_autograd():
     emb = torch.nn.Embedding(config.vocab_size, config.d_model, dtype=torch.float64)
     t = lambda a: torch.from_numpy(np.ascontiguousarray(a))  # noqa: E731
     with torch.no_grad():
-        emb.weight.copy_(t(params["embedding"]))
+        emb.weight.copy_(t(params["tok_emb"]))
         pairs = [
             (model.encoder.layers[i], p, ("self_attn",)) for i, p in enumerate(params["encoder"])
         ]
@@ -477,14 +477,14 @@ def test_backward_equals_torch_autograd():
                 mod.out_proj.weight.copy_(t(a["W_o"].T))
                 mod.out_proj.bias.copy_(t(a["b_o"]))
             for k in (1, 2, 3):
-                if f"norm_{k}" in p:
-                    getattr(m, f"norm{k}").weight.copy_(t(p[f"norm_{k}"]["gamma"]))
-                    getattr(m, f"norm{k}").bias.copy_(t(p[f"norm_{k}"]["beta"]))
+                if f"ln{k}" in p:
+                    getattr(m, f"norm{k}").weight.copy_(t(p[f"ln{k}"]["gamma"]))
+                    getattr(m, f"norm{k}").bias.copy_(t(p[f"ln{k}"]["beta"]))
             m.linear1.weight.copy_(t(p["ffn"]["W_1"].T))
             m.linear1.bias.copy_(t(p["ffn"]["b_1"]))
             m.linear2.weight.copy_(t(p["ffn"]["W_2"].T))
             m.linear2.bias.copy_(t(p["ffn"]["b_2"]))
-        for norm, p in ((model.encoder.norm, "encoder_norm"), (model.decoder.norm, "decoder_norm")):
+        for norm, p in ((model.encoder.norm, "encoder_ln_f"), (model.decoder.norm, "decoder_ln_f")):
             norm.weight.copy_(t(params[p]["gamma"]))
             norm.bias.copy_(t(params[p]["beta"]))
     d = config.d_model
@@ -505,7 +505,7 @@ def test_backward_equals_torch_autograd():
     )
     ref.backward()
     assert abs(loss - ref.item()) < 1e-12
-    pairs = [(grads["embedding"], emb.weight.grad)]
+    pairs = [(grads["tok_emb"], emb.weight.grad)]
     enc, dec = grads["encoder"][0], grads["decoder"][1]
     pairs += [
         (enc["self_attn"]["W_v"].T, model.encoder.layers[0].self_attn.in_proj_weight.grad[2 * d :]),
@@ -515,8 +515,8 @@ def test_backward_equals_torch_autograd():
         ),
         (dec["cross_attn"]["b_q"], model.decoder.layers[1].multihead_attn.in_proj_bias.grad[:d]),
         (dec["ffn"]["W_1"].T, model.decoder.layers[1].linear1.weight.grad),
-        (dec["norm_2"]["gamma"], model.decoder.layers[1].norm2.weight.grad),
-        (grads["encoder_norm"]["beta"], model.encoder.norm.bias.grad),
+        (dec["ln2"]["gamma"], model.decoder.layers[1].norm2.weight.grad),
+        (grads["encoder_ln_f"]["beta"], model.encoder.norm.bias.grad),
     ]
     for ours, theirs in pairs:
         np.testing.assert_allclose(ours, theirs.numpy(), rtol=1e-9, atol=1e-12)

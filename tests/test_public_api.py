@@ -213,7 +213,7 @@ CASES = [
     ),
     (
         "embed ids",
-        lambda: ED.embed(np.array([[0, 12]]), EDP["embedding"]),
+        lambda: ED.embed(np.array([[0, 12]]), EDP["tok_emb"]),
         "outside the vocabulary [0, 11]",
     ),
     (

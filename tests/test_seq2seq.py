@@ -81,11 +81,11 @@ def test_moment_warmup_keeps_weights_and_batches():
     a, b = train_reversal(plain), train_reversal(warmed)
     assert a.losses[0] == b.losses[0]  # same initial weights, same first batch
     np.testing.assert_array_equal(a.rates, b.rates)
-    assert not np.array_equal(a.params["embedding"], b.params["embedding"])  # other moments
+    assert not np.array_equal(a.params["tok_emb"], b.params["tok_emb"])  # other moments
     v_only = Seq2SeqRun(
         length=4, num_symbols=4, steps=2, warmup=2, seed=3, moment_warmup=5, fill_momentum=False
     )
     c = train_reversal(v_only)
     assert c.losses[0] == a.losses[0]  # same initial weights, same first batch
     for other in (a, b):  # v filled without m: neither plain Adam nor both moments filled
-        assert not np.array_equal(c.params["embedding"], other.params["embedding"])
+        assert not np.array_equal(c.params["tok_emb"], other.params["tok_emb"])

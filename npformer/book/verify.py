@@ -95,7 +95,7 @@ def _base_model_params() -> float:
         d_ff=2048,
         num_encoder_layers=6,
         num_decoder_layers=6,
-        final_norm=False,
+        final_ln=False,
     )
     return float(parameter_count(config)["total"])
 

@@ -12,8 +12,8 @@ backward: every multi-head layer goes back through
 
 The layers are post-LN as in the paper, ``LN(x + sublayer(x))``, with a ReLU feed-forward
 network. Like ``torch.nn.Transformer``, each stack ends with one more layer norm
-(``final_norm=True``); the paper's text does not mention it. One embedding matrix ``E``
-(vocab_size, d) is shared by the source, the target and the output projection:
+(``final_ln=True``); the paper's text does not mention it. One embedding matrix ``E``
+(``tok_emb``, (vocab_size, d)) is shared by the source, the target and the output projection:
 inputs are ``sqrt(d) E[token] + PE[position]``, logits are ``h @ E^T``.
 
 Weight convention of the book: a linear layer is ``x @ W + b`` with ``W`` of shape (d_in, d_out).
@@ -49,8 +49,8 @@ class EncoderDecoderConfig:
 
     vocab_size: shared source/target vocabulary; d_model: width d; num_heads: h (d % h == 0);
     d_ff: hidden width of the feed-forward network; num_encoder_layers, num_decoder_layers:
-    depth of each stack; final_norm: one extra layer norm at the end of each stack (as in
-    torch.nn.Transformer); eps: the layer norms' epsilon. Raises ValueError on a non-positive
+    depth of each stack; final_ln: one extra layer norm at the end of each stack (as in
+    torch.nn.Transformer); ln_eps: the layer norms' epsilon. Raises ValueError on a non-positive
     size, on d_model % num_heads != 0 and on an odd d_model (positions come in sin/cos pairs).
     """
 
@@ -60,8 +60,8 @@ class EncoderDecoderConfig:
     d_ff: int
     num_encoder_layers: int
     num_decoder_layers: int
-    final_norm: bool = True
-    eps: float = 1e-5
+    final_ln: bool = True
+    ln_eps: float = 1e-5
     ln: str = "post"  # "post": LN(x + f(x)), as in 2017; "pre": x + f(LN(x))
 
     def __post_init__(self):
@@ -75,10 +75,10 @@ class EncoderDecoderConfig:
                 f"EncoderDecoderConfig: every size must be >= 1 and d_model an even multiple of "
                 f"num_heads (sinusoidal positions fill (sin, cos) pairs), got {self}"
             )
-        if self.ln not in ("pre", "post") or not self.eps > 0:
+        if self.ln not in ("pre", "post") or not self.ln_eps > 0:
             raise ValueError(
-                f"EncoderDecoderConfig: ln must be 'pre' or 'post' and eps > 0, got "
-                f"ln={self.ln!r}, eps={self.eps!r}"
+                f"EncoderDecoderConfig: ln must be 'pre' or 'post' and ln_eps > 0, got "
+                f"ln={self.ln!r}, ln_eps={self.ln_eps!r}"
             )
 
 
@@ -117,42 +117,43 @@ def init_encoder_decoder_params(
 ) -> dict:
     """Random parameters of an encoder-decoder Transformer, as a nested dict of arrays.
 
-    ``embedding`` (vocab_size, d) with entries N(0, 1/d), so that sqrt(d) E[token] has unit
-    variance; ``encoder``: a list of layers {"self_attn", "norm_1", "ffn", "norm_2"};
-    ``decoder``: a list of layers {"self_attn", "norm_1", "cross_attn", "norm_2", "ffn",
-    "norm_3"}; ``encoder_norm`` and ``decoder_norm`` when ``config.final_norm``. Attention
-    blocks hold W_q, W_k, W_v, W_o (d, d) and b_q .. b_o (d,); feed-forward blocks W_1 (d, d_ff),
-    b_1, W_2 (d_ff, d), b_2; norms gamma, beta (d,). Biases start at 0, gammas at 1.
+    ``tok_emb`` (vocab_size, d) with entries N(0, 1/d), so that sqrt(d) E[token] has unit
+    variance; ``encoder``: a list of layers {"self_attn", "ln1", "ffn", "ln2"}; ``decoder``: a
+    list of layers {"self_attn", "ln1", "cross_attn", "ln2", "ffn", "ln3"}; ``encoder_ln_f``
+    and ``decoder_ln_f``, each stack's final norm (the decoder-only model's ``ln_f``), when
+    ``config.final_ln``. Attention blocks hold W_q, W_k, W_v, W_o (d, d) and b_q .. b_o (d,);
+    feed-forward blocks W_1 (d, d_ff), b_1, W_2 (d_ff, d), b_2; norms gamma, beta (d,). Biases
+    start at 0, gammas at 1.
 
     Returns the dict.
     """
     d, d_ff = config.d_model, config.d_ff
     params = {
-        "embedding": (rng.standard_normal((config.vocab_size, d)) / math.sqrt(d)).astype(dtype),
+        "tok_emb": (rng.standard_normal((config.vocab_size, d)) / math.sqrt(d)).astype(dtype),
         "encoder": [
             {
                 "self_attn": init_multi_head_params(d, rng, dtype),
-                "norm_1": _norm_params(d, dtype),
+                "ln1": _norm_params(d, dtype),
                 "ffn": _ffn_params(d, d_ff, rng, dtype),
-                "norm_2": _norm_params(d, dtype),
+                "ln2": _norm_params(d, dtype),
             }
             for _ in range(config.num_encoder_layers)
         ],
         "decoder": [
             {
                 "self_attn": init_multi_head_params(d, rng, dtype),
-                "norm_1": _norm_params(d, dtype),
+                "ln1": _norm_params(d, dtype),
                 "cross_attn": init_multi_head_params(d, rng, dtype),
-                "norm_2": _norm_params(d, dtype),
+                "ln2": _norm_params(d, dtype),
                 "ffn": _ffn_params(d, d_ff, rng, dtype),
-                "norm_3": _norm_params(d, dtype),
+                "ln3": _norm_params(d, dtype),
             }
             for _ in range(config.num_decoder_layers)
         ],
     }
-    if config.final_norm:
-        params["encoder_norm"] = _norm_params(d, dtype)
-        params["decoder_norm"] = _norm_params(d, dtype)
+    if config.final_ln:
+        params["encoder_ln_f"] = _norm_params(d, dtype)
+        params["decoder_ln_f"] = _norm_params(d, dtype)
     return params
 
 
@@ -190,10 +191,10 @@ def parameter_count(config: EncoderDecoderConfig) -> dict[str, int]:
     2 d d_ff + d_ff + d, one layer norm 2 d; an encoder layer = attention + FFN + 2 norms
     (12 d^2 + 13 d when d_ff = 4 d), a decoder layer = 2 attentions + FFN + 3 norms
     (16 d^2 + 19 d); the tied embedding vocab_size d is counted once; 2 x 2 d for the final
-    norms when ``config.final_norm``.
+    norms when ``config.final_ln``.
 
-    Returns a dict with "embedding", "encoder_layer", "decoder_layer", "encoder", "decoder",
-    "final_norms" and "total" (every entry an int).
+    Returns a dict with "tok_emb", "encoder_layer", "decoder_layer", "encoder", "decoder",
+    "final_ln" (encoder_ln_f and decoder_ln_f together) and "total" (every entry an int).
     """
     d, d_ff = config.d_model, config.d_ff
     attention = 4 * d * d + 4 * d
@@ -202,16 +203,14 @@ def parameter_count(config: EncoderDecoderConfig) -> dict[str, int]:
     encoder_layer = attention + ffn + 2 * norm
     decoder_layer = 2 * attention + ffn + 3 * norm
     counts = {
-        "embedding": config.vocab_size * d,
+        "tok_emb": config.vocab_size * d,
         "encoder_layer": encoder_layer,
         "decoder_layer": decoder_layer,
         "encoder": config.num_encoder_layers * encoder_layer,
         "decoder": config.num_decoder_layers * decoder_layer,
-        "final_norms": 2 * norm if config.final_norm else 0,
+        "final_ln": 2 * norm if config.final_ln else 0,
     }
-    counts["total"] = (
-        counts["embedding"] + counts["encoder"] + counts["decoder"] + counts["final_norms"]
-    )
+    counts["total"] = counts["tok_emb"] + counts["encoder"] + counts["decoder"] + counts["final_ln"]
     return counts
 
 
@@ -268,9 +267,9 @@ class EncoderLayerCache(NamedTuple):
 
     self_attn: MultiHeadCache  # .attention.weights is (B, h, S, S)
     after_attn: np.ndarray  # (B, S, d) LN(x + SelfAttn(x))
-    norm_1: object  # LayerNormCache of LN(x + SelfAttn(x))
+    ln1: object  # LayerNormCache of LN(x + SelfAttn(x))
     ffn: object  # FeedForwardCache
-    norm_2: object  # LayerNormCache of LN(h + FFN(h))
+    ln2: object  # LayerNormCache of LN(h + FFN(h))
     ln: str = "post"  # "pre": the norms read x and h, and h = x + SelfAttn(LN(x))
 
 
@@ -281,10 +280,10 @@ class DecoderLayerCache(NamedTuple):
     cross_attn: MultiHeadCache  # .attention.weights is (B, h, T, S)
     after_self_attn: np.ndarray  # (B, T, d)
     after_cross_attn: np.ndarray  # (B, T, d)
-    norm_1: object  # LayerNormCache
-    norm_2: object  # LayerNormCache
+    ln1: object  # LayerNormCache
+    ln2: object  # LayerNormCache
     ffn: object  # FeedForwardCache
-    norm_3: object  # LayerNormCache
+    ln3: object  # LayerNormCache
     ln: str = "post"  # "pre": each norm reads the stream before its sublayer
 
 
@@ -295,7 +294,7 @@ def encoder_layer(x, layer, num_heads: int, mask=None, eps: float = 1e-5, ln: st
     boolean (True = may attend) and broadcasts to (B, h, S, S): the source key padding
     (B, 1, 1, S). Returns (out (B, S, d), EncoderLayerCache).
     """
-    n1, n2 = layer["norm_1"], layer["norm_2"]
+    n1, n2 = layer["ln1"], layer["ln2"]
     if ln == "pre":  # h = x + SelfAttn(LN_1(x)), out = h + FFN(LN_2(h))
         u, n1_cache = layer_norm(x, n1["gamma"], n1["beta"], eps)  # (B, S, d)
         a, attn_cache = multi_head_attention(u, u, layer["self_attn"], num_heads, mask=mask)
@@ -329,7 +328,7 @@ def decoder_layer(
     (B, h, T, T) (the causal (T, T) mask), ``memory_mask`` to (B, h, T, S) (the source key
     padding (B, 1, 1, S)). Returns (out (B, T, d), DecoderLayerCache).
     """
-    n1, n2, n3 = layer["norm_1"], layer["norm_2"], layer["norm_3"]
+    n1, n2, n3 = layer["ln1"], layer["ln2"], layer["ln3"]
     if ln == "pre":  # each sublayer reads LN(stream) and adds to the stream
         u, n1_cache = layer_norm(y, n1["gamma"], n1["beta"], eps)  # (B, T, d)
         a, self_cache = multi_head_attention(u, u, layer["self_attn"], num_heads, mask=self_mask)
@@ -363,19 +362,19 @@ def encode(src_tokens, params, config: EncoderDecoderConfig, src_pad=None):
     Shapes: src_tokens (B, S) ids; src_pad (B, S) bool, True = real token (None: no padding).
     Rows of ``memory`` at padded positions are computed but never read by the decoder.
     Returns (memory (B, S, d), caches): one EncoderLayerCache per layer, then, with
-    ``config.final_norm``, the final norm's LayerNormCache.
+    ``config.final_ln``, the final norm's LayerNormCache.
     """
     src_tokens = np.asarray(src_tokens)  # embed checks the ids
     src_pad = _check_src_pad("encode", src_pad, src_tokens.shape)
     mask = None if src_pad is None else key_padding_to_scores(src_pad)  # (B, 1, 1, S)
-    x = embed(src_tokens, params["embedding"])  # (B, S, d)
+    x = embed(src_tokens, params["tok_emb"])  # (B, S, d)
     caches = []
     for layer in params["encoder"]:
-        x, cache = encoder_layer(x, layer, config.num_heads, mask, config.eps, config.ln)
+        x, cache = encoder_layer(x, layer, config.num_heads, mask, config.ln_eps, config.ln)
         caches.append(cache)
-    if config.final_norm:
-        norm = params["encoder_norm"]
-        x, norm_cache = layer_norm(x, norm["gamma"], norm["beta"], config.eps)
+    if config.final_ln:
+        norm = params["encoder_ln_f"]
+        x, norm_cache = layer_norm(x, norm["gamma"], norm["beta"], config.ln_eps)
         caches.append(norm_cache)
     return x, caches
 
@@ -388,23 +387,23 @@ def decode(tgt_tokens, memory, params, config: EncoderDecoderConfig, src_pad=Non
     cross-attention ignores padded source positions. Right-padded targets need no mask of their
     own: the causal mask already hides every later position from each query.
     Returns (hidden (B, T, d), caches): one DecoderLayerCache per layer, then, with
-    ``config.final_norm``, the final norm's LayerNormCache.
+    ``config.final_ln``, the final norm's LayerNormCache.
     """
     tgt_tokens, memory = np.asarray(tgt_tokens), np.asarray(memory)  # embed checks the ids
     T = tgt_tokens.shape[1]
     src_pad = _check_src_pad("decode", src_pad, memory.shape[:2])
     self_mask = causal_mask(T)  # (T, T)
     memory_mask = None if src_pad is None else key_padding_to_scores(src_pad)  # (B, 1, 1, S)
-    y = embed(tgt_tokens, params["embedding"])  # (B, T, d)
+    y = embed(tgt_tokens, params["tok_emb"])  # (B, T, d)
     caches = []
     for layer in params["decoder"]:
         y, cache = decoder_layer(
-            y, memory, layer, config.num_heads, self_mask, memory_mask, config.eps, config.ln
+            y, memory, layer, config.num_heads, self_mask, memory_mask, config.ln_eps, config.ln
         )
         caches.append(cache)
-    if config.final_norm:
-        norm = params["decoder_norm"]
-        y, norm_cache = layer_norm(y, norm["gamma"], norm["beta"], config.eps)
+    if config.final_ln:
+        norm = params["decoder_ln_f"]
+        y, norm_cache = layer_norm(y, norm["gamma"], norm["beta"], config.ln_eps)
         caches.append(norm_cache)
     return y, caches
 
@@ -418,8 +417,8 @@ class EncoderDecoderCache(NamedTuple):
     decoder: list  # one DecoderLayerCache per decoder layer
     src_tokens: np.ndarray | None = None  # (B, S)
     tgt_tokens: np.ndarray | None = None  # (B, T)
-    encoder_norm: object = None  # LayerNormCache of the encoder's final norm (or None)
-    decoder_norm: object = None  # LayerNormCache of the decoder's final norm (or None)
+    encoder_ln_f: object = None  # LayerNormCache of the encoder's final norm (or None)
+    decoder_ln_f: object = None  # LayerNormCache of the decoder's final norm (or None)
 
 
 def encoder_decoder_forward(
@@ -437,9 +436,9 @@ def encoder_decoder_forward(
     memory, enc_caches = encode(src_tokens, params, config, src_pad)  # (B, S, d)
     hidden, dec_caches = decode(tgt_tokens, memory, params, config, src_pad)  # (B, T, d)
     # the final norms' caches, if any, come last: kept apart from the layers' for the backward
-    enc_norm = enc_caches.pop() if config.final_norm else None
-    dec_norm = dec_caches.pop() if config.final_norm else None
-    logits = hidden @ params["embedding"].T  # (B, T, vocab_size)
+    enc_norm = enc_caches.pop() if config.final_ln else None
+    dec_norm = dec_caches.pop() if config.final_ln else None
+    logits = hidden @ params["tok_emb"].T  # (B, T, vocab_size)
     cache = EncoderDecoderCache(
         memory,
         hidden,
@@ -478,29 +477,29 @@ def encoder_layer_backward(d_out, cache: EncoderLayerCache, layer: dict):
     """
     if cache.ln == "pre":  # out = h + FFN(LN_2(h)), h = x + SelfAttn(LN_1(x))
         d_u, ffn_grads = _ffn_backward(d_out, cache.ffn)
-        d_h, dg2, db2 = layer_norm_backward(d_u, cache.norm_2)
+        d_h, dg2, db2 = layer_norm_backward(d_u, cache.ln2)
         d_h = d_h + d_out  # the residual path
         du_q, du_kv, attn_grads = multi_head_attention_backward(
             d_h, cache.self_attn, layer["self_attn"]
         )
-        dx, dg1, db1 = layer_norm_backward(du_q + du_kv, cache.norm_1)
+        dx, dg1, db1 = layer_norm_backward(du_q + du_kv, cache.ln1)
         dx = dx + d_h
     else:
         dx, dg1, db1, dg2, db2, attn_grads, ffn_grads = _post_encoder_backward(d_out, cache, layer)
     grads = {
         "self_attn": attn_grads,
-        "norm_1": _norm_grads(dg1, db1),
+        "ln1": _norm_grads(dg1, db1),
         "ffn": ffn_grads,
-        "norm_2": _norm_grads(dg2, db2),
+        "ln2": _norm_grads(dg2, db2),
     }
     return dx, grads
 
 
 def _post_encoder_backward(d_out, cache: EncoderLayerCache, layer: dict):
-    d_sum2, dg2, db2 = layer_norm_backward(d_out, cache.norm_2)  # d(h + f)
+    d_sum2, dg2, db2 = layer_norm_backward(d_out, cache.ln2)  # d(h + f)
     d_h, ffn_grads = _ffn_backward(d_sum2, cache.ffn)
     d_h = d_h + d_sum2  # the residual path
-    d_sum1, dg1, db1 = layer_norm_backward(d_h, cache.norm_1)  # d(x + a)
+    d_sum1, dg1, db1 = layer_norm_backward(d_h, cache.ln1)  # d(x + a)
     dx_q, dx_kv, attn_grads = multi_head_attention_backward(
         d_sum1, cache.self_attn, layer["self_attn"]
     )
@@ -520,39 +519,39 @@ def decoder_layer_backward(d_out, cache: DecoderLayerCache, layer: dict):
     """
     if cache.ln == "pre":
         d_u, ffn_grads = _ffn_backward(d_out, cache.ffn)
-        d_h2, dg3, db3 = layer_norm_backward(d_u, cache.norm_3)
+        d_h2, dg3, db3 = layer_norm_backward(d_u, cache.ln3)
         d_h2 = d_h2 + d_out  # out = h2 + FFN(LN_3(h2))
         d_u, d_memory, cross_grads = multi_head_attention_backward(
             d_h2, cache.cross_attn, layer["cross_attn"]
         )
-        d_h1, dg2, db2 = layer_norm_backward(d_u, cache.norm_2)
+        d_h1, dg2, db2 = layer_norm_backward(d_u, cache.ln2)
         d_h1 = d_h1 + d_h2  # h2 = h1 + CrossAttn(LN_2(h1), memory)
         du_q, du_kv, self_grads = multi_head_attention_backward(
             d_h1, cache.self_attn, layer["self_attn"]
         )
-        dy, dg1, db1 = layer_norm_backward(du_q + du_kv, cache.norm_1)
+        dy, dg1, db1 = layer_norm_backward(du_q + du_kv, cache.ln1)
         dy = dy + d_h1  # h1 = y + SelfAttn(LN_1(y))
     else:
-        d_sum3, dg3, db3 = layer_norm_backward(d_out, cache.norm_3)  # d(h2 + f)
+        d_sum3, dg3, db3 = layer_norm_backward(d_out, cache.ln3)  # d(h2 + f)
         d_h2, ffn_grads = _ffn_backward(d_sum3, cache.ffn)
         d_h2 = d_h2 + d_sum3
-        d_sum2, dg2, db2 = layer_norm_backward(d_h2, cache.norm_2)  # d(h1 + c)
+        d_sum2, dg2, db2 = layer_norm_backward(d_h2, cache.ln2)  # d(h1 + c)
         dq, d_memory, cross_grads = multi_head_attention_backward(
             d_sum2, cache.cross_attn, layer["cross_attn"]
         )
         d_h1 = d_sum2 + dq
-        d_sum1, dg1, db1 = layer_norm_backward(d_h1, cache.norm_1)  # d(y + a)
+        d_sum1, dg1, db1 = layer_norm_backward(d_h1, cache.ln1)  # d(y + a)
         dy_q, dy_kv, self_grads = multi_head_attention_backward(
             d_sum1, cache.self_attn, layer["self_attn"]
         )
         dy = d_sum1 + dy_q + dy_kv
     grads = {
         "self_attn": self_grads,
-        "norm_1": _norm_grads(dg1, db1),
+        "ln1": _norm_grads(dg1, db1),
         "cross_attn": cross_grads,
-        "norm_2": _norm_grads(dg2, db2),
+        "ln2": _norm_grads(dg2, db2),
         "ffn": ffn_grads,
-        "norm_3": _norm_grads(dg3, db3),
+        "ln3": _norm_grads(dg3, db3),
     }
     return dy, d_memory, grads
 
@@ -577,13 +576,13 @@ def encoder_decoder_backward(d_logits, cache: EncoderDecoderCache, params, confi
     :func:`named_parameters` to flatten both for an optimizer).
     """
     B, T, d = cache.hidden.shape
-    E = params["embedding"]  # (vocab_size, d)
+    E = params["tok_emb"]  # (vocab_size, d)
     g2 = d_logits.reshape(-1, config.vocab_size)  # (B T, vocab_size)
     dE = g2.T @ cache.hidden.reshape(-1, d)  # (vocab_size, d) the output projection's share
-    grads: dict = {"embedding": dE}
+    grads: dict = {"tok_emb": dE}
     dy = d_logits @ E  # (B, T, d)
-    if config.final_norm:
-        dy, dg, db = layer_norm_backward(dy, cache.decoder_norm)
+    if config.final_ln:
+        dy, dg, db = layer_norm_backward(dy, cache.decoder_ln_f)
         dec_norm = _norm_grads(dg, db)
     d_memory = np.zeros_like(cache.memory)  # (B, S, d)
     dec_grads = [None] * len(params["decoder"])
@@ -592,8 +591,8 @@ def encoder_decoder_backward(d_logits, cache: EncoderDecoderCache, params, confi
         d_memory += dm
     _embedding_backward(dE, cache.tgt_tokens, dy)
     dx = d_memory
-    if config.final_norm:
-        dx, dg, db = layer_norm_backward(dx, cache.encoder_norm)
+    if config.final_ln:
+        dx, dg, db = layer_norm_backward(dx, cache.encoder_ln_f)
         enc_norm = _norm_grads(dg, db)
     enc_grads = [None] * len(params["encoder"])
     for i in reversed(range(len(params["encoder"]))):
@@ -601,9 +600,9 @@ def encoder_decoder_backward(d_logits, cache: EncoderDecoderCache, params, confi
     _embedding_backward(dE, cache.src_tokens, dx)
     grads["encoder"] = enc_grads
     grads["decoder"] = dec_grads
-    if config.final_norm:
-        grads["encoder_norm"] = enc_norm
-        grads["decoder_norm"] = dec_norm
+    if config.final_ln:
+        grads["encoder_ln_f"] = enc_norm
+        grads["decoder_ln_f"] = dec_norm
     return grads
 
 
@@ -638,7 +637,7 @@ def greedy_generate(
     step_logits = []
     for _ in range(num_steps):
         hidden, _ = decode(tokens, memory, params, config, src_pad)  # (B, t + 1, d)
-        logits = hidden[:, -1] @ params["embedding"].T  # (B, vocab_size)
+        logits = hidden[:, -1] @ params["tok_emb"].T  # (B, vocab_size)
         step_logits.append(logits)
         chosen = logits.argmax(axis=-1)  # (B,)
         tokens = np.concatenate([tokens, chosen[:, None]], axis=1)  # (B, t + 2)
