@@ -6,16 +6,20 @@ other programs running. Two passes:
 1. Each setting below runs the whole notebook suite in its own process environment, one
    setting after the other, each with one pytest worker per core (pytest-xdist) and one BLAS
    thread per worker:
+   - the other of OpenBLAS's two AVX kernel sets, with NumPy's full SIMD dispatch: processors
+     differ in which they pick (``Haswell``, AVX2, on some; ``SkylakeX``, AVX-512, on Intel
+     Xeons and AMD Zen 4), so a machine that picks one runs the other here, as a reader's
+     machine may (skipped where the CPU lacks the instructions);
    - ``OPENBLAS_CORETYPE=SkylakeX``, the AVX-512 kernels OpenBLAS picks on Intel Xeons and on
      AMD Zen 4, together with ``NPY_DISABLE_CPU_FEATURES=X86_V3,X86_V4,AVX512_ICL``, NumPy's
      own SIMD dispatch down to its baseline (disabling a feature the CPU lacks is harmless).
      On a CPU without AVX-512 the SkylakeX kernels cannot run, and the baseline loops run
      alone;
    - ``OPENBLAS_CORETYPE=Prescott``: OpenBLAS's oldest x86-64 kernels (SSE3).
-   So every notebook runs, beside `make test`'s default kernels, under two other sets of matrix
-   kernels and under NumPy's baseline loops. The baseline loops share a suite with the SkylakeX
-   kernels rather than running a suite of their own: a third suite would take the pass past 20
-   minutes on 2 cores. (Paired with Prescott instead, on an AMD EPYC with 2 cores, the suite
+   So every notebook runs, beside `make test`'s default kernels, under three other sets of
+   matrix kernels and under NumPy's baseline loops. The baseline loops share a suite with the
+   SkylakeX kernels rather than running a suite of their own: a fourth suite would take the
+   pass near 30 minutes on 2 cores. (Paired with Prescott instead, on an AMD EPYC with 2 cores, the suite
    took 757 s against 345 s, and 05_deeper_extrapolation's threshold of 0.97 for every seed
    failed in one seed; 14_deeper_float32 failed too, because that page's own kernel settings
    inherit the suite's environment.)
@@ -114,14 +118,20 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
+#: OpenBLAS's AVX-512 kernel sets: a machine that picks one of them runs Haswell's as the other
+AVX512_KERNELS = ("SkylakeX", "Cooperlake", "SapphireRapids")
+
+
 def chosen_settings() -> dict[str, dict]:
     """SETTINGS less the OpenBLAS kernels `make test` already runs and those this CPU lacks."""
     default = blas_kernels({})
     print(f"`make test` runs NumPy with OpenBLAS {default} kernels (this machine's default)")
+    other = "Haswell" if default in AVX512_KERNELS else "SkylakeX"
     chosen = {}
-    for name, extra in SETTINGS.items():
+    for name, extra in {"other-avx-kernels": {"OPENBLAS_CORETYPE": other}, **SETTINGS}.items():
         coretype = extra.get("OPENBLAS_CORETYPE")
-        needs = {"SkylakeX": "avx512f"}.get(coretype)  # the instructions the kernels use
+        # the instructions the kernels use
+        needs = {"SkylakeX": "avx512f", "Haswell": "avx2"}.get(coretype)
         if needs is not None and not cpu_has(needs):
             # the kernels cannot run here; the rest of the setting (if any) still does
             print(f"[{name}] without {coretype} kernels: this CPU has no {needs}")
