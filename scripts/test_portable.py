@@ -20,9 +20,9 @@ other programs running. Two passes:
    matrix kernels and under NumPy's baseline loops. The baseline loops share a suite with the
    SkylakeX kernels rather than running a suite of their own: a fourth suite would take the
    pass near 30 minutes on 2 cores. (Paired with Prescott instead, on an AMD EPYC with 2
-   cores, the suite took 757 s against 345 s, and 05_deeper_extrapolation's threshold of 0.97 for every seed
-   failed in one seed; 14_deeper_float32 failed too, because that page's own kernel settings
-   inherit the suite's environment.)
+   cores, the suite took 757 s against 345 s, and 05_deeper_extrapolation's threshold of
+   0.97 for every seed failed in one seed; 14_deeper_float32 failed too, because that page's
+   own kernel settings inherit the suite's environment.)
    A setting that only picks OpenBLAS kernels, and picks the machine's default ones (read with
    threadpoolctl), is not run: `make test` has just run them.
 2. The chapters whose asserts depend on wall time (``metadata.book.timing_claims``, checked by
