@@ -36,6 +36,12 @@ def keeps_the_second_maximum(first, second):
     return m2, r1 * l1 + l2, r1 * a1 + a2
 
 
+def keeps_the_first_maximum(first, second):
+    # l and a right, relative to the larger maximum; m the first tile's, whichever is larger
+    m, l, a = reference_merge(first, second)
+    return first[0], l, a
+
+
 def rescale_with_wrong_sign(first, second):
     (m1, l1, a1), (m2, l2, a2) = first, second
     m = np.maximum(m1, m2)
@@ -50,6 +56,7 @@ def test_mistakes_fail_where_expected():
             no_rescale,
             denominator_not_rescaled,
             keeps_the_second_maximum,
+            keeps_the_first_maximum,
             rescale_with_wrong_sign,
         )
     }
@@ -59,3 +66,4 @@ def test_mistakes_fail_where_expected():
     # a / l does not depend on the reference maximum, so only the check of m itself (and the
     # risk of overflow) tells that the larger of the two maxima must be kept
     assert lines["keeps_the_second_maximum"].startswith("failed check 4 of 7 (the merged maximum m")
+    assert lines["keeps_the_first_maximum"].startswith("failed check 4 of 7 (the merged maximum m")
