@@ -89,8 +89,10 @@ CHECKS = [
     Check("the first tile holds the larger scores: a / l", _attention_check(2, 3, (4, 4), -6.0)),
     Check(
         "the merged maximum m, whichever tile holds the larger scores",
-        lambda merge: _triple_check(3, 2, (3, 3), -4.0, 0)(merge)
-        or _triple_check(3, 2, (3, 3), 4.0, 0)(merge),
+        lambda merge: (
+            _triple_check(3, 2, (3, 3), -4.0, 0)(merge)
+            or _triple_check(3, 2, (3, 3), 4.0, 0)(merge)
+        ),
     ),
     Check("the merged sum l, relative to the merged maximum", _triple_check(3, 2, (3, 3), 4.0, 1)),
     Check("the merged accumulator a", _triple_check(3, 2, (3, 3), 4.0, 2)),
