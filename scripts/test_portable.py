@@ -10,19 +10,14 @@ other programs running. Two passes:
      differ in which they pick (``Haswell``, AVX2, on some; ``SkylakeX``, AVX-512, on Intel
      Xeons and AMD Zen 4), so a machine that picks one runs the other here, as a reader's
      machine may (skipped where the CPU lacks the instructions);
-   - ``OPENBLAS_CORETYPE=SkylakeX``, the AVX-512 kernels OpenBLAS picks on Intel Xeons and on
-     AMD Zen 4, together with ``NPY_DISABLE_CPU_FEATURES=X86_V3,X86_V4,AVX512_ICL``, NumPy's
-     own SIMD dispatch down to its baseline (disabling a feature the CPU lacks is harmless).
-     On a CPU without AVX-512 the SkylakeX kernels cannot run, and the baseline loops run
-     alone;
    - ``OPENBLAS_CORETYPE=Prescott``: OpenBLAS's oldest x86-64 kernels (SSE3).
-   So every notebook runs, beside `make test`'s default kernels, under three other sets of
-   matrix kernels and under NumPy's baseline loops. The baseline loops share a suite with the
-   SkylakeX kernels rather than running a suite of their own: a fourth suite would take the
-   pass near 30 minutes on 2 cores. (Paired with Prescott instead, on an AMD EPYC with 2
-   cores, the suite took 757 s against 345 s, and 05_deeper_extrapolation's threshold of
-   0.97 for every seed failed in one seed; 14_deeper_float32 failed too, because that page's
-   own kernel settings inherit the suite's environment.)
+   So every notebook runs under both AVX kernel sets (`make test` runs the machine's own) and
+   under the oldest. NumPy's baseline SIMD loops (``NPY_DISABLE_CPU_FEATURES=X86_V3,X86_V4,
+   AVX512_ICL``) are no longer a suite of their own: a third suite would take CI past 45 minutes
+   on 2 cores, and the processors readers have run one of the two AVX sets. The float32 page
+   (14_deeper_float32) still trains under the baseline loops in its own processes. (Paired
+   with Prescott, on an AMD EPYC with 2 cores, the baseline loops took a suite from 345 s to
+   757 s, and 05_deeper_extrapolation's threshold of 0.97 for every seed failed in one seed.)
    A setting that only picks OpenBLAS kernels, and picks the machine's default ones (read with
    threadpoolctl), is not run: `make test` has just run them.
 2. The chapters whose asserts depend on wall time (``metadata.book.timing_claims``, checked by
@@ -48,11 +43,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-BASELINE_SIMD = {"NPY_DISABLE_CPU_FEATURES": "X86_V3,X86_V4,AVX512_ICL"}
-SETTINGS = {
-    "skylakex-baseline-simd": {"OPENBLAS_CORETYPE": "SkylakeX", **BASELINE_SIMD},
-    "openblas-prescott": {"OPENBLAS_CORETYPE": "Prescott"},
-}
+SETTINGS = {"openblas-prescott": {"OPENBLAS_CORETYPE": "Prescott"}}
 PROBE = "import json, numpy, threadpoolctl; print(json.dumps(threadpoolctl.threadpool_info()))"
 LOAD_SECONDS_MAX = 1200
 
