@@ -122,6 +122,27 @@ def test_training_is_a_function_of_the_config():
     assert not np.array_equal(a.losses, other.losses)
 
 
+def test_checkpoints_are_the_parameters_of_the_shorter_runs():
+    config = TrainConfig(task="sort", length=3, steps=12, d_model=16, num_heads=2, num_layers=1)
+    full = train(config, checkpoints=(5, 12))
+    assert sorted(full.checkpoints) == [5, 12]
+    shorter = train(TrainConfig(**{**config.__dict__, "steps": 5}))
+    for name in full.params:
+        np.testing.assert_array_equal(full.checkpoints[5][name], shorter.params[name])
+        np.testing.assert_array_equal(full.checkpoints[12][name], full.params[name])
+    assert full.checkpoints[12]["tok_emb"] is not full.params["tok_emb"]  # a copy
+    assert train(config).checkpoints is None
+
+
+def test_checkpoint_accuracies_score_each_checkpoint():
+    from npformer.training.experiment import checkpoint_accuracies
+
+    config = TrainConfig(task="copy", length=2, steps=6, d_model=8, num_heads=2, num_layers=1)
+    scores = checkpoint_accuracies((config, (3, 6)))
+    assert list(scores) == [3, 6]
+    assert scores[6] == evaluate(train(config).params, config).sequence_accuracy
+
+
 def test_progress_is_reported():
     seen = []
     train(TrainConfig(length=2, steps=10, d_model=8, num_heads=2, num_layers=1),

@@ -156,6 +156,20 @@ def run_job(job: Job, keep: bool = True, eval_size: int = 500, eval_seed: int = 
     )
 
 
+def checkpoint_accuracies(item: tuple[TrainConfig, tuple[int, ...]]) -> dict[int, float]:
+    """Train ``config`` and score it at each of ``steps``: {step: per-sequence accuracy}.
+
+    ``item`` is ``(config, steps)``; each checkpoint is scored by generation on the same 500
+    held-out prompts as ``run_job``. For ``map_in_processes``, one run per item.
+    """
+    config, steps = item
+    trained = train(config, checkpoints=steps)
+    return {
+        step: evaluate(params, config).sequence_accuracy
+        for step, params in sorted(trained.checkpoints.items())
+    }
+
+
 def worker_count(num_jobs: int, workers: int | None = None) -> int:
     """Processes to use: one per core, at most ``workers`` and at most $NPFORMER_WORKERS."""
     limit = os.cpu_count() or 1

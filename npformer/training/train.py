@@ -21,7 +21,7 @@ import json
 import os
 import pickle
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
 from itertools import product
 from pathlib import Path
@@ -169,6 +169,7 @@ class TrainResult(NamedTuple):
     losses: np.ndarray  # (steps,) the training loss of each step's batch
     seconds: float
     grad_norms: np.ndarray | None = None
+    checkpoints: dict | None = None  # step -> a copy of the parameters after that step
 
 
 def learning_rate(config: TrainConfig, step: int) -> float:
@@ -223,16 +224,18 @@ def train(
     config: TrainConfig,
     progress: Callable[[int, int], None] | None = None,
     record_grad_norms: bool = False,
+    checkpoints: Sequence[int] = (),
 ) -> TrainResult:
     """Train from scratch: init from ``config.seed``, then ``config.steps`` Adam steps.
 
     One generator, seeded once, draws the initial weights and then every batch, so a run is a
     function of its configuration (and of the machine's floating-point kernels).
     ``progress(step, steps)`` is called every 1% of the run when given. With
-    ``record_grad_norms`` the result also holds each block's gradient norm at every step.
+    ``record_grad_norms`` the result also holds each block's gradient norm at every step; with
+    ``checkpoints`` (step counts), a copy of the parameters after each of those steps.
     Returns a :class:`TrainResult`.
     """
-    shared = _shared_run_path(config, record_grad_norms)
+    shared = None if checkpoints else _shared_run_path(config, record_grad_norms)
     if shared is not None and shared.exists():
         with shared.open("rb") as f:
             result = pickle.load(f)
@@ -252,6 +255,7 @@ def train(
     )
     losses = np.empty(config.steps)
     norms = np.empty((config.steps, config.num_layers)) if record_grad_norms else None
+    kept = {}  # step -> parameters after it
     every = max(1, config.steps // 100)
     with one_blas_thread():
         for step in range(config.steps):
@@ -264,9 +268,12 @@ def train(
             optimizer.lr = learning_rate(config, step)
             optimizer.step(grads)
             losses[step] = loss
+            if step + 1 in checkpoints:
+                kept[step + 1] = {name: p.copy() for name, p in params.items()}
             if progress is not None and ((step + 1) % every == 0 or step + 1 == config.steps):
                 progress(step + 1, config.steps)
-    result = TrainResult(config, params, losses, time.perf_counter() - start, norms)
+    seconds = time.perf_counter() - start
+    result = TrainResult(config, params, losses, seconds, norms, kept or None)
     if shared is not None:
         partial = shared.with_suffix(f".{os.getpid()}.part")
         with partial.open("wb") as f:
