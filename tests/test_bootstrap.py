@@ -1,10 +1,13 @@
 """Tests of npformer.analysis.bootstrap: coverage, the binomial second stage, and bad inputs."""
 
+import itertools
+
 import numpy as np
 import pytest
 
 from npformer.analysis.bootstrap import (
     difference_interval,
+    mean_above_test,
     mean_interval,
     percentile_interval,
     resampled_means,
@@ -63,3 +66,19 @@ def test_item_interval_agrees_with_the_binomial_version_on_0_1_items():
     assert abs(a.low - b.low) < 0.01 and abs(a.high - b.high) < 0.01
     with pytest.raises(ValueError, match=r"values must have shape \(S, n\) with S >= 2"):
         item_mean_interval(np.ones((1, 5)))
+
+
+def test_mean_above_test_counts_every_split():
+    """The p-value is the share of all splits whose difference of means is at least the one seen."""
+    higher, lower = np.array([0.9, 0.8, 0.95, 0.7]), np.array([0.6, 0.85, 0.5])
+    pooled, seen = np.concatenate([higher, lower]), higher.mean() - lower.mean()
+    at_least = total = 0
+    for first in itertools.combinations(range(7), 4):
+        rest = [i for i in range(7) if i not in first]
+        diff = pooled[list(first)].mean() - pooled[rest].mean()
+        at_least += diff >= seen - 1e-12
+        total += 1
+    result = mean_above_test(higher, lower)
+    assert result.statistic == pytest.approx(seen)
+    assert result.pvalue == pytest.approx(at_least / total)  # 35 splits, p = 3/35
+    assert mean_above_test(lower, higher).pvalue > 0.9  # one-sided: the other direction

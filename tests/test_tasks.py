@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from npformer.training.tasks import (
     ALPHABET_SIZE,
+    EVALUATION_SEED,
     SEP,
     VOCAB_SIZE,
     answer,
@@ -76,7 +77,9 @@ def test_sort_answer_is_sorted_and_a_permutation():
 
 
 def test_evaluation_prompts_are_fixed_by_their_seed():
-    np.testing.assert_array_equal(evaluation_prompts(500, 6), evaluation_prompts(500, 6, 999))
+    np.testing.assert_array_equal(
+        evaluation_prompts(500, 6), evaluation_prompts(500, 6, EVALUATION_SEED)
+    )
     assert not np.array_equal(evaluation_prompts(500, 6), evaluation_prompts(500, 6, 1))
     assert evaluation_prompts(500, 6).shape == (500, 6)
 

@@ -85,3 +85,24 @@ def item_mean_interval(
         items = rng.integers(0, n, size=(stop - start, S, n))  # (R, S, n)
         draws[start:stop] = v[runs, items].mean(axis=(1, 2))
     return Interval(float(v.mean()), *percentile_interval(draws, level))
+
+
+def mean_above_test(higher, lower):
+    """Exact one-sided permutation test that the mean of ``higher`` exceeds that of ``lower``.
+
+    Every split of the pooled values into two groups of the given sizes is enumerated (SciPy's
+    ``permutation_test`` with ``n_resamples=inf``), so the p-value is exact: the share of splits
+    whose difference of means is at least the observed one. Returns SciPy's result:
+    ``statistic`` (mean of ``higher`` minus mean of ``lower``) and ``pvalue``. Used by chapter 10
+    and its going-deeper page on the per-run accuracies of two lengths.
+    """
+    from scipy import stats  # the book's extra; the core package does not need it
+
+    return stats.permutation_test(
+        (np.asarray(higher, dtype=float), np.asarray(lower, dtype=float)),
+        lambda a, b, axis: a.mean(axis=axis) - b.mean(axis=axis),
+        permutation_type="independent",
+        alternative="greater",
+        n_resamples=np.inf,  # every split: exact
+        vectorized=True,
+    )

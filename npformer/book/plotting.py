@@ -60,3 +60,13 @@ def signed_heatmap(ax, values, xlabels, ylabels, label: str):
     ax.grid(False)
     ax.figure.colorbar(image, ax=ax, label=label)
     return image
+
+
+def moving_average(values, width: int = 25) -> np.ndarray:
+    """The mean of each ``width`` consecutive values, (n,) -> (n - width + 1,).
+
+    Point i averages values[i : i + width], so it belongs at step i + width (steps counted
+    from 1): the training-curve figures of chapters 10 and 11 plot it against
+    ``np.arange(width, n + 1)``.
+    """
+    return np.convolve(np.asarray(values, dtype=float), np.ones(width) / width, mode="valid")

@@ -31,7 +31,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from npformer.training.tasks import TASKS
+from npformer.training.tasks import EVALUATION_SEED, TASKS
 from npformer.training.train import Evaluation, TrainConfig, evaluate, train
 
 #: Environment variable that caps the number of worker processes.
@@ -137,7 +137,9 @@ def run_under_environments(
     return {name: summaries[i * k : (i + 1) * k] for i, name in enumerate(environments)}
 
 
-def run_job(job: Job, keep: bool = True, eval_size: int = 500, eval_seed: int = 999) -> RunResult:
+def run_job(
+    job: Job, keep: bool = True, eval_size: int = 500, eval_seed: int = EVALUATION_SEED
+) -> RunResult:
     """Train ``job.config``, evaluate by generation; keep the model and curve if ``keep``."""
     start = time.perf_counter()
     trained = train(job.config, record_grad_norms=job.record_grad_norms)
@@ -418,7 +420,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="multiply the initial query and key weights, default: 1",
     )
     parser.add_argument("--eval-size", type=int, default=500, help="held-out prompts")
-    parser.add_argument("--eval-seed", type=int, default=999, help="their seed")
+    parser.add_argument(
+        "--eval-seed", type=int, default=EVALUATION_SEED, help="seed of the held-out prompts"
+    )
     parser.add_argument(
         "--grid",
         action="store_true",

@@ -72,7 +72,12 @@ def make_batch(
     return Batch(sequence[:, :-1], sequence[:, 1:], loss_mask)
 
 
-def evaluation_prompts(n: int, length: int, seed: int = 999) -> np.ndarray:
+#: The seed of the held-out prompts every chapter scores on: one fixed set, never drawn from a
+#: training stream.
+EVALUATION_SEED = 7919
+
+
+def evaluation_prompts(n: int, length: int, seed: int = EVALUATION_SEED) -> np.ndarray:
     """The fixed held-out prompts of the evaluation: ``n`` prompts from their own seed, (n, L)."""
     return random_prompts(np.random.default_rng(seed), n, length)
 

@@ -39,6 +39,7 @@ from npformer.core.model import (
 )
 from npformer.core.optim import Adam
 from npformer.training.tasks import (
+    EVALUATION_SEED,
     TASKS,
     VOCAB_SIZE,
     answer,
@@ -355,7 +356,7 @@ def model_logits(params: dict, model_config: DecoderConfig, attn_mask_fn=None):
 
 
 def evaluate(
-    params: dict, config: TrainConfig, n: int = 500, seed: int = 999, prompts=None
+    params: dict, config: TrainConfig, n: int = 500, seed: int = EVALUATION_SEED, prompts=None
 ) -> Evaluation:
     """Per-token and per-sequence accuracy of true generation on ``n`` held-out prompts.
 
