@@ -140,7 +140,8 @@ def test_checkpoint_accuracies_score_each_checkpoint():
     config = TrainConfig(task="copy", length=2, steps=6, d_model=8, num_heads=2, num_layers=1)
     scores = checkpoint_accuracies((config, (3, 6)))
     assert list(scores) == [3, 6]
-    assert scores[6] == evaluate(train(config).params, config).sequence_accuracy
+    final = evaluate(train(config).params, config)
+    assert scores[6] == (final.sequence_accuracy, final.token_accuracy)
 
 
 def test_progress_is_reported():

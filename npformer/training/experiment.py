@@ -158,18 +158,21 @@ def run_job(
     )
 
 
-def checkpoint_accuracies(item: tuple[TrainConfig, tuple[int, ...]]) -> dict[int, float]:
-    """Train ``config`` and score it at each of ``steps``: {step: per-sequence accuracy}.
+def checkpoint_accuracies(
+    item: tuple[TrainConfig, tuple[int, ...]],
+) -> dict[int, tuple[float, float]]:
+    """Train ``config`` and score it at each of ``steps``: {step: (per sequence, per token)}.
 
     ``item`` is ``(config, steps)``; each checkpoint is scored by generation on the same 500
     held-out prompts as ``run_job``. For ``map_in_processes``, one run per item.
     """
     config, steps = item
     trained = train(config, checkpoints=steps)
-    return {
-        step: evaluate(params, config).sequence_accuracy
-        for step, params in sorted(trained.checkpoints.items())
-    }
+    scores = {}
+    for step, params in sorted(trained.checkpoints.items()):
+        evaluation = evaluate(params, config)
+        scores[step] = (evaluation.sequence_accuracy, evaluation.token_accuracy)
+    return scores
 
 
 def worker_count(num_jobs: int, workers: int | None = None) -> int:
