@@ -195,14 +195,19 @@ def train(
     """Adam on fresh random batches; the seed fixes the initial weights and every batch."""
     rng = np.random.default_rng(seed)
     params = init_params(task, d_model, rng)
+    return _adam_loop(task, params, forward, backward, num_heads, rng, steps, batch_size, lr)
+
+
+def _adam_loop(task, params, forward_fn, backward_fn, num_heads, rng, steps, batch_size, lr):
+    """Adam from ``params`` on ``steps`` fresh batches drawn from ``rng`` (after the weights)."""
     optimizer = Adam(params, lr=lr)
     m = len(task.offsets)
     losses = np.empty(steps)
     for step in range(steps):
         tokens, targets = sample_batch(task, batch_size, rng)
-        logits, cache = forward(encode(task, tokens), params, num_heads, m)
+        logits, cache = forward_fn(encode(task, tokens), params, num_heads, m)
         losses[step], d_logits = cross_entropy(logits, targets)
-        optimizer.step(backward(d_logits, cache))
+        optimizer.step(backward_fn(d_logits, cache))
     return TrainResult(params, losses)
 
 
@@ -325,15 +330,9 @@ def train_mlp_readout(
     """:func:`train` with a ReLU MLP readout (d_model -> hidden -> m vocab) in place of W_o."""
     rng = np.random.default_rng(seed)
     params = _init_mlp_params(task, d_model, hidden, rng)
-    optimizer = Adam(params, lr=lr)
-    m = len(task.offsets)
-    losses = np.empty(steps)
-    for step in range(steps):
-        tokens, targets = sample_batch(task, batch_size, rng)
-        logits, cache = _forward_mlp(encode(task, tokens), params, num_heads, m)
-        losses[step], d_logits = cross_entropy(logits, targets)
-        optimizer.step(_backward_mlp(d_logits, cache))
-    return TrainResult(params, losses)
+    return _adam_loop(
+        task, params, _forward_mlp, _backward_mlp, num_heads, rng, steps, batch_size, lr
+    )
 
 
 def evaluate_mlp_readout(task: LookbackTask, params: dict, num_heads: int, tokens) -> Evaluation:
