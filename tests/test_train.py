@@ -5,13 +5,14 @@ import numpy as np
 import pytest
 
 import npformer.training.train as train_module
-from npformer.core.model import init_params, loss_and_grads
-from npformer.training.tasks import SEP, make_batch
+from npformer.core.model import forward, init_params, loss_and_grads
+from npformer.training.tasks import SEP, make_batch, with_separator
 from npformer.training.train import (
     TrainConfig,
     evaluate,
     generate,
     prompt_attention_mask,
+    teacher_forced_accuracy,
     train,
 )
 
@@ -140,8 +141,28 @@ def test_checkpoint_accuracies_score_each_checkpoint():
     config = TrainConfig(task="copy", length=2, steps=6, d_model=8, num_heads=2, num_layers=1)
     scores = checkpoint_accuracies((config, (3, 6)))
     assert list(scores) == [3, 6]
-    final = evaluate(train(config).params, config)
-    assert scores[6] == (final.sequence_accuracy, final.token_accuracy)
+    params = train(config).params
+    final = evaluate(params, config)
+    forced = teacher_forced_accuracy(params, config, final.prompts, final.expected)
+    assert scores[6] == (final.sequence_accuracy, final.token_accuracy, forced)
+    assert scores[6].forced_token == forced
+
+
+def test_teacher_forced_accuracy_is_one_step_per_prefix():
+    # one pass over the true sequence gives, at answer position t, the prediction a step-by-step
+    # run makes from the true prefix [prompt, SEP, answer[:t]]; half-trained, so errors occur
+    config = TrainConfig(task="sort", length=4, steps=60, d_model=16, num_heads=2, num_layers=1)
+    params = train(config).params
+    ev = evaluate(params, config, n=64)
+    model = config.model_config()
+    right = []
+    for t in range(config.length):
+        prefix = np.concatenate([with_separator(ev.prompts), ev.expected[:, :t]], axis=1)
+        logits = forward(params, model, prefix)[0][:, -1]  # (n, vocab)
+        right.append(logits.argmax(axis=-1) == ev.expected[:, t])
+    by_steps = float(np.mean(right))
+    assert 0 < by_steps < 1
+    assert teacher_forced_accuracy(params, config, ev.prompts, ev.expected) == by_steps
 
 
 def test_progress_is_reported():

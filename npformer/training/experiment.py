@@ -32,7 +32,13 @@ from typing import NamedTuple
 import numpy as np
 
 from npformer.training.tasks import EVALUATION_SEED, TASKS
-from npformer.training.train import Evaluation, TrainConfig, evaluate, train
+from npformer.training.train import (
+    Evaluation,
+    TrainConfig,
+    evaluate,
+    teacher_forced_accuracy,
+    train,
+)
 
 #: Environment variable that caps the number of worker processes.
 WORKERS_ENV = "NPFORMER_WORKERS"
@@ -158,20 +164,29 @@ def run_job(
     )
 
 
+class CheckpointScore(NamedTuple):
+    """A checkpoint scored on the held-out prompts."""
+
+    sequence: float  # generated answers right in full
+    token: float  # generated answer tokens right
+    forced_token: float  # answer tokens right when handed the true prefix (teacher forcing)
+
+
 def checkpoint_accuracies(
     item: tuple[TrainConfig, tuple[int, ...]],
-) -> dict[int, tuple[float, float]]:
-    """Train ``config`` and score it at each of ``steps``: {step: (per sequence, per token)}.
+) -> dict[int, CheckpointScore]:
+    """Train ``config`` and score it at each of ``steps``: {step: CheckpointScore}.
 
-    ``item`` is ``(config, steps)``; each checkpoint is scored by generation on the same 500
-    held-out prompts as ``run_job``. For ``map_in_processes``, one run per item.
+    ``item`` is ``(config, steps)``; each checkpoint is scored on the same 500 held-out prompts
+    as ``run_job``, by generation and teacher-forced. For ``map_in_processes``, one run per item.
     """
     config, steps = item
     trained = train(config, checkpoints=steps)
     scores = {}
     for step, params in sorted(trained.checkpoints.items()):
-        evaluation = evaluate(params, config)
-        scores[step] = (evaluation.sequence_accuracy, evaluation.token_accuracy)
+        ev = evaluate(params, config)
+        forced = teacher_forced_accuracy(params, config, ev.prompts, ev.expected)
+        scores[step] = CheckpointScore(ev.sequence_accuracy, ev.token_accuracy, forced)
     return scores
 
 
