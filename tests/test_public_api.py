@@ -570,8 +570,8 @@ CASES = [
     ),
     (
         "measure_scaling",
-        lambda: SC.measure_scaling(0, True, 0),
-        "d_k=0, T=64 and repetitions=400 must be >= 1",
+        lambda: SC.measure_scaling(0, scale=True, seed=0),
+        "d_k=0, keys=64 and draws=400 must be >= 1",
     ),
     (
         "warmup_inverse_sqrt",

@@ -95,9 +95,9 @@ def test_functions_keep_float32():
 
 
 def test_measure_scaling_is_deterministic_and_consistent():
-    a = measure_scaling(16, False, seed=3, T=8, repetitions=50)
-    b = measure_scaling(16, False, seed=3, T=8, repetitions=50)
-    c = measure_scaling(16, True, seed=3, T=8, repetitions=50)
+    a = measure_scaling(16, scale=False, seed=3, keys=8, draws=50)
+    b = measure_scaling(16, scale=False, seed=3, keys=8, draws=50)
+    c = measure_scaling(16, scale=True, seed=3, keys=8, draws=50)
     assert isinstance(a, ScalingStats) and a == b
     assert (a.d_k, a.scale, c.scale) == (16, False, True)
     assert a.score_variance == c.score_variance  # same draws, raw scores
@@ -109,8 +109,8 @@ def test_measure_scaling_is_deterministic_and_consistent():
 
 @pytest.mark.parametrize("d_k", [4, 64])
 def test_measure_scaling_variance_is_d_k(d_k):
-    st_raw = measure_scaling(d_k, False, seed=11, T=16, repetitions=200)
-    st_scaled = measure_scaling(d_k, True, seed=11, T=16, repetitions=200)
+    st_raw = measure_scaling(d_k, scale=False, seed=11, keys=16, draws=200)
+    st_scaled = measure_scaling(d_k, scale=True, seed=11, keys=16, draws=200)
     # 51 200 products-sums: the sample variance is within a few percent of d_k
     assert abs(st_raw.score_variance / d_k - 1) < 0.05
     assert abs(st_scaled.score_sd - 1) < 0.03
@@ -130,7 +130,7 @@ SOURCE_TABLE = {
 
 @pytest.mark.parametrize("d_k, scale", SOURCE_TABLE)
 def test_measure_scaling_reproduces_the_source_table(d_k, scale):
-    st = measure_scaling(d_k, scale, seed=100 + d_k)
+    st = measure_scaling(d_k, scale=scale, seed=100 + d_k)
     ours = (
         round(st.score_variance, 2),
         round(st.score_sd, 3),
@@ -147,13 +147,13 @@ def test_measure_scaling_reproduces_the_source_table(d_k, scale):
 @pytest.mark.parametrize(
     "kwargs, match",
     [
-        ({"d_k": 0}, r"measure_scaling: d_k=0, T=4 and repetitions=2 must be >= 1"),
-        ({"T": -1}, r"measure_scaling: d_k=8, T=-1 and repetitions=2 must be >= 1"),
-        ({"repetitions": 0}, r"measure_scaling: d_k=8, T=4 and repetitions=0 must be >= 1"),
+        ({"d_k": 0}, r"measure_scaling: d_k=0, keys=4 and draws=2 must be >= 1"),
+        ({"keys": -1}, r"measure_scaling: d_k=8, keys=-1 and draws=2 must be >= 1"),
+        ({"draws": 0}, r"measure_scaling: d_k=8, keys=4 and draws=0 must be >= 1"),
     ],
 )
 def test_measure_scaling_rejects_bad_sizes(kwargs, match):
-    args = {"d_k": 8, "scale": True, "seed": 0, "T": 4, "repetitions": 2} | kwargs
+    args = {"d_k": 8, "scale": True, "seed": 0, "keys": 4, "draws": 2} | kwargs
     with pytest.raises(ValueError, match=match):
         measure_scaling(**args)
 
@@ -163,7 +163,9 @@ def test_measure_scaling_is_score_statistics_of_its_draw(scale):
     rng = np.random.default_rng(5)
     Q = rng.normal(size=(30, 8, 6))
     K = rng.normal(size=(30, 8, 6))
-    assert measure_scaling(6, scale, seed=5, T=8, repetitions=30) == score_statistics(Q, K, scale)
+    assert measure_scaling(6, scale=scale, seed=5, keys=8, draws=30) == score_statistics(
+        Q, K, scale
+    )
 
 
 def test_score_statistics_broadcasts_leading_axes():

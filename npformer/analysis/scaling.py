@@ -105,23 +105,21 @@ def score_statistics(Q, K, scale: bool) -> ScalingStats:
     )
 
 
-def measure_scaling(d_k, scale: bool, seed: int, T: int = 64, repetitions: int = 400):
+def measure_scaling(d_k: int, *, scale: bool, seed: int, keys: int = 64, draws: int = 400):
     """Score and weight statistics of random attention, with or without the 1/sqrt(d_k).
 
-    Draws Q and K of shape (repetitions, T, d_k) with independent N(0, 1) components (Q first,
-    then K, from ``np.random.default_rng(seed)``) and returns
-    ``score_statistics(Q, K, scale)``: T queries against T keys, means over the
-    repetitions * T rows, all in float64.
+    ``draws`` independent sets of ``keys`` queries and ``keys`` keys, every component N(0, 1)
+    from ``np.random.default_rng(seed)`` (all the queries first, then all the keys), each of
+    width ``d_k``; returns ``score_statistics(Q, K, scale)``, means over the draws * keys query
+    rows, in float64.
 
     Returns a :class:`ScalingStats`.
     """
-    if min(d_k, T, repetitions) < 1:  # d_k = 0 would divide by zero into NaN statistics
-        raise ValueError(
-            f"measure_scaling: d_k={d_k}, T={T} and repetitions={repetitions} must be >= 1"
-        )
+    if min(d_k, keys, draws) < 1:  # d_k = 0 would divide by zero into NaN statistics
+        raise ValueError(f"measure_scaling: d_k={d_k}, keys={keys} and draws={draws} must be >= 1")
     rng = np.random.default_rng(seed)
-    Q = rng.normal(size=(repetitions, T, d_k))  # (r, T, d_k)
-    K = rng.normal(size=(repetitions, T, d_k))  # (r, S = T, d_k)
+    Q = rng.normal(size=(draws, keys, d_k))  # (draws, T, d_k)
+    K = rng.normal(size=(draws, keys, d_k))  # (draws, S = T, d_k)
     return score_statistics(Q, K, scale)
 
 
