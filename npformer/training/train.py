@@ -355,19 +355,26 @@ def model_logits(params: dict, model_config: DecoderConfig, attn_mask_fn=None):
     return next_logits
 
 
-def teacher_forced_accuracy(params: dict, config: TrainConfig, prompts, expected) -> float:
-    """Share of answer tokens right when the model is handed the true prefix at every step.
+def teacher_forced_predictions(params: dict, config: TrainConfig, prompts, expected):
+    """The model's answer when handed the true prefix at every step: (n, L) token ids.
 
     One forward pass over [prompt, SEP, expected[:, :-1]] (n, 2L); the prediction for answer
     token t is the argmax at position L + t. Unlike generation, a wrong token never feeds the
-    next step, so each error is counted at the one position where it is made.
+    next step, so each error shows at the one position where it is made.
     """
     L = config.length
     full = np.concatenate([with_separator(prompts), expected[:, :-1]], axis=1)  # (n, 2L)
     mask = prompt_attention_mask(L, full.shape[1], config.prompt_attention == "bidirectional")
     with one_blas_thread():
         logits = forward(params, config.model_config(), full, mask)[0]  # (n, 2L, vocab)
-    return float((logits[:, L:].argmax(axis=-1) == expected).mean())
+    return logits[:, L:].argmax(axis=-1)  # (n, L)
+
+
+def teacher_forced_accuracy(params: dict, config: TrainConfig, prompts, expected) -> float:
+    """Share of answer tokens right when the model is handed the true prefix at every step
+    (see :func:`teacher_forced_predictions`): each decision counted once."""
+    predicted = teacher_forced_predictions(params, config, prompts, expected)
+    return float((predicted == expected).mean())
 
 
 def evaluate(
