@@ -2,7 +2,7 @@
 
 Usage: python scripts/draw_two_by_two.py [OUTPUT.svg]
 
-Chapter 11 and its "Going deeper" page on the scale show it before the code of the four arms.
+Chapter 11's "Going deeper" page on the scale shows it before the code of the four arms.
 An unscaled head with query and key weights W computes the scores of a scaled head with
 weights c W (c = d_h^(1/4)), and Adam's step of about eta on W is a step of about c eta on
 c W. So, read as scaled heads, the arms differ in two knobs: rows, the size of the initial

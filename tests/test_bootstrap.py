@@ -7,6 +7,7 @@ import pytest
 
 from npformer.analysis.bootstrap import (
     difference_interval,
+    holm,
     mean_above_test,
     mean_interval,
     percentile_interval,
@@ -82,3 +83,11 @@ def test_mean_above_test_counts_every_split():
     assert result.statistic == pytest.approx(seen)
     assert result.pvalue == pytest.approx(at_least / total)  # 35 splits, p = 3/35
     assert mean_above_test(lower, higher).pvalue > 0.9  # one-sided: the other direction
+
+
+def test_holm_adjusts_in_the_order_given():
+    # sorted: 0.005 x 4, 0.01 x 3, 0.03 x 2, 0.04 x 1 -> 0.02, 0.03, 0.06, 0.04 raised to 0.06
+    adjusted = holm([0.01, 0.04, 0.03, 0.005])
+    np.testing.assert_allclose(adjusted, [0.03, 0.06, 0.06, 0.02])
+    np.testing.assert_allclose(holm([0.5, 0.6]), [1.0, 1.0])  # capped at 1
+    np.testing.assert_allclose(holm([0.02]), [0.02])  # one test: unchanged

@@ -522,25 +522,6 @@ def test_backward_equals_torch_autograd():
         np.testing.assert_allclose(ours, theirs.numpy(), rtol=1e-9, atol=1e-12)
 
 
-def test_encoder_decoder_figure_is_what_its_script_draws(tmp_path):
-    """Chapter 07's figure of the three attentions is the output of its script, byte for byte."""
-    import importlib.util
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parent.parent
-    path = root / "scripts" / "draw_encoder_decoder.py"
-    spec = importlib.util.spec_from_file_location("draw_encoder_decoder", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    out = tmp_path / "encoder_decoder.svg"
-    import matplotlib
-
-    with matplotlib.rc_context():  # matplotlib's defaults, whatever ran before in this process
-        matplotlib.rcdefaults()
-        module.main(out)
-    assert out.read_bytes() == (root / "assets" / "encoder_decoder.svg").read_bytes()
-
-
 def test_pre_ln_differs_from_post_ln_and_bad_ln_is_rejected():
     params = random_model(SMALL, 4)
     src, tgt_in, _ = random_batch(SMALL, 4)

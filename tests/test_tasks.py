@@ -12,6 +12,7 @@ from npformer.training.tasks import (
     EVALUATION_SEED,
     SEP,
     VOCAB_SIZE,
+    all_distinct,
     answer,
     distinct_share,
     evaluation_prompts,
@@ -87,6 +88,14 @@ def test_evaluation_prompts_are_fixed_by_their_seed():
 def test_with_separator():
     out = with_separator(np.array([[3, 1], [0, 19]]))
     np.testing.assert_array_equal(out, [[3, 1, SEP], [0, 19, SEP]])
+
+
+def test_all_distinct_marks_the_prompts_with_no_repeat():
+    prompts = np.array([[3, 1, 2], [3, 1, 3], [0, 0, 0], [5, 4, 5]])
+    assert all_distinct(prompts).tolist() == [True, False, False, False]
+    many = evaluation_prompts(4000, 6, seed=1)
+    expected = [len(set(p)) == 6 for p in many.tolist()]
+    assert all_distinct(many).tolist() == expected
 
 
 def test_distinct_share_closed_form():

@@ -106,3 +106,18 @@ def mean_above_test(higher, lower):
         n_resamples=np.inf,  # every split: exact
         vectorized=True,
     )
+
+
+def holm(pvalues) -> np.ndarray:
+    """Holm's step-down correction of m p-values (Holm 1979), returned in their own order.
+
+    The k-th smallest p (k from 1) is multiplied by m - k + 1; in that order each product is
+    raised to the largest before it, and capped at 1. Rejecting every hypothesis whose adjusted
+    p is below alpha keeps the chance of any false rejection at most alpha, however the tests
+    depend on one another. Used by chapter 07's and chapter 11's going-deeper pages.
+    """
+    p = np.asarray(pvalues, dtype=float)
+    order = np.argsort(p)
+    adjusted = np.empty_like(p)
+    adjusted[order] = np.minimum(np.maximum.accumulate(p[order] * np.arange(p.size, 0, -1)), 1)
+    return adjusted

@@ -94,6 +94,13 @@ def with_separator(prompts) -> np.ndarray:
     return np.concatenate([prompts.astype(np.int64, copy=False), sep], axis=1)  # (B, L + 1)
 
 
+def all_distinct(prompts) -> np.ndarray:
+    """Which prompts hold no symbol twice: (n, L) -> (n,) bool (each row sorted, then no two
+    neighbours equal). Over uniform prompts its mean tends to :func:`distinct_share`."""
+    ordered = np.sort(np.asarray(prompts), axis=1)  # (n, L)
+    return (np.diff(ordered, axis=1) != 0).all(axis=1)  # (n,)
+
+
 def distinct_share(length: int, alphabet_size: int = ALPHABET_SIZE) -> float:
     """Probability that ``length`` uniform symbols are all different: a!/(a-L)! / a^L."""
     share = 1.0
