@@ -21,10 +21,10 @@
   started first, and a notebook's cells stay together in one worker (``--dist loadfile``).
 - Under CI (``CI=true``) a skipped test fails the session: a green run means everything ran.
 - The notebooks of one session share their training runs: ``npformer.training.train.train`` keeps
-each
-  run of 200 steps or more in a folder made for the session (``$NPFORMER_SHARED_RUNS``, removed
-  at its end), keyed by everything that decides its numbers, and a notebook that trains the
-  same run again reads it. Most of the runs chapters 09, 11 and 12 train are in chapter 10's
+  each run of 200 steps or more, with a copy of its parameters every 100 steps, in a folder made
+  for the session (``$NPFORMER_SHARED_RUNS``, removed at its end), keyed by everything that
+  decides its numbers, and a notebook that trains the same run again, or asks for those
+  checkpoints of it, reads it. Most of the runs chapters 09, 11 and 12 train are in chapter 10's
   grid. The tests under tests/ never read a shared run (tests/conftest.py), so what they check
   about training is computed. A notebook that read a run is faster than a reader's: its budget
   still holds for a notebook that trained everything itself, as budgets are set on such runs.
@@ -135,7 +135,17 @@ def shared_runs_summary(folder: str | None) -> str | None:
     kept = len(list(Path(folder).glob("*.pkl")))
     log = Path(folder) / "shared.log"
     read = len(log.read_text().splitlines()) if log.exists() else 0
-    return f"training runs kept for sharing: {kept}; read by a notebook instead of trained: {read}"
+    trained = Path(folder) / "trained.log"
+    times = defaultdict(list)  # run -> the seconds of each time it was trained
+    for line in trained.read_text().splitlines() if trained.exists() else ():
+        stem, seconds = line.split()
+        times[stem].append(float(seconds))
+    twice = {stem: t for stem, t in times.items() if len(t) > 1}  # e.g. two notebooks at once
+    lost = sum(sum(t[1:]) for t in twice.values())
+    return (
+        f"training runs kept for sharing: {kept}; read by a notebook instead of trained: {read}; "
+        f"trained twice: {len(twice)} ({lost:.0f} s)"
+    )
 
 
 def pytest_collection_modifyitems(session, config, items):

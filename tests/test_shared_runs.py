@@ -1,7 +1,8 @@
 """Training runs shared between the notebooks of one session (``$NPFORMER_SHARED_RUNS``).
 
-A shared run must be the run: read back, it equals a run trained afresh, array for array; a
-different configuration, kernel setting or package never reads it; a short run is never kept.
+A shared run must be the run: read back, it equals a run trained afresh, array for array, and
+so do the checkpoints it keeps; a different configuration, kernel setting or package never
+reads it; a short run is never kept.
 """
 
 import dataclasses
@@ -9,7 +10,13 @@ import dataclasses
 import numpy as np
 
 from npformer.training import train as training
-from npformer.training.train import SHARED_RUNS_ENV, SHARED_RUNS_MIN_STEPS, TrainConfig, train
+from npformer.training.train import (
+    SHARED_CHECKPOINT_EVERY,
+    SHARED_RUNS_ENV,
+    SHARED_RUNS_MIN_STEPS,
+    TrainConfig,
+    train,
+)
 
 CONFIG = TrainConfig(task="copy", length=3, d_model=16, num_heads=2, steps=SHARED_RUNS_MIN_STEPS)
 
@@ -31,6 +38,26 @@ def test_a_shared_run_is_the_run_trained_afresh(monkeypatch, tmp_path):
     read = train(CONFIG)  # read back
     assert (tmp_path / "shared.log").read_text().count("\n") == 1
     assert same_run(fresh, kept) and same_run(fresh, read)
+
+
+def test_checkpoints_are_read_from_a_kept_run_when_it_has_them(monkeypatch, tmp_path):
+    steps = (SHARED_CHECKPOINT_EVERY, 2 * SHARED_CHECKPOINT_EVERY)
+    fresh = train(CONFIG, checkpoints=steps)  # no folder: trained
+    monkeypatch.setenv(SHARED_RUNS_ENV, str(tmp_path))
+    assert train(CONFIG).checkpoints is None  # trained and kept; no checkpoints asked
+    read = train(CONFIG, checkpoints=steps)  # read back, with the copies it kept
+    assert (tmp_path / "shared.log").read_text().count("\n") == 1
+    assert same_run(fresh, read) and read.checkpoints.keys() == fresh.checkpoints.keys()
+    for step in steps:
+        assert all(
+            np.array_equal(fresh.checkpoints[step][k], read.checkpoints[step][k])
+            for k in fresh.params
+        )
+    odd = train(CONFIG, checkpoints=(7,))  # not kept: trained again, and kept with it
+    assert list(odd.checkpoints) == [7] and same_run(fresh, odd)
+    assert (tmp_path / "shared.log").read_text().count("\n") == 1
+    assert list(train(CONFIG, checkpoints=(7,)).checkpoints) == [7]  # now read
+    assert (tmp_path / "shared.log").read_text().count("\n") == 2
 
 
 def test_what_decides_a_run_decides_its_key(monkeypatch, tmp_path):

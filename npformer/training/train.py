@@ -60,6 +60,10 @@ SHARED_RUNS_ENV = "NPFORMER_SHARED_RUNS"
 #: Runs shorter than this are always trained again: they take under a second, and a short run
 #: may be the thing a cell times.
 SHARED_RUNS_MIN_STEPS = 200
+#: A kept run also keeps a copy of its parameters every this many steps, so that a notebook
+#: asking for checkpoints of a run another notebook trained (chapter 10's going-deeper page
+#: scores chapter 10's sort runs at steps 1100 to 1500) reads them instead of training again.
+SHARED_CHECKPOINT_EVERY = 100
 #: What, besides the configuration and the package's code, decides a run's numbers.
 _KERNEL_SETTINGS = ("OPENBLAS_CORETYPE", "NPY_DISABLE_CPU_FEATURES", "OPENBLAS_NUM_THREADS")
 
@@ -236,15 +240,16 @@ def train(
     ``checkpoints`` (step counts), a copy of the parameters after each of those steps.
     Returns a :class:`TrainResult`.
     """
-    shared = None if checkpoints else _shared_run_path(config, record_grad_norms)
+    shared = _shared_run_path(config, record_grad_norms)
     if shared is not None and shared.exists():
         with shared.open("rb") as f:
             result = pickle.load(f)
-        with (shared.parent / "shared.log").open("a") as log:
-            log.write(f"{shared.stem}\n")
-        if progress is not None:
-            progress(config.steps, config.steps)
-        return result
+        if set(checkpoints) <= set(result.checkpoints):  # else trained again, keeping them
+            with (shared.parent / "shared.log").open("a") as log:
+                log.write(f"{shared.stem}\n")
+            if progress is not None:
+                progress(config.steps, config.steps)
+            return _asked(result, checkpoints)
     start = time.perf_counter()
     rng = np.random.default_rng(config.seed)
     model_config = config.model_config()
@@ -257,6 +262,9 @@ def train(
     losses = np.empty(config.steps)
     norms = np.empty((config.steps, config.num_layers)) if record_grad_norms else None
     kept = {}  # step -> parameters after it
+    keep = set(checkpoints)
+    if shared is not None:
+        keep |= set(range(SHARED_CHECKPOINT_EVERY, config.steps + 1, SHARED_CHECKPOINT_EVERY))
     every = max(1, config.steps // 100)
     with one_blas_thread():
         for step in range(config.steps):
@@ -269,18 +277,27 @@ def train(
             optimizer.lr = learning_rate(config, step)
             optimizer.step(grads)
             losses[step] = loss
-            if step + 1 in checkpoints:
+            if step + 1 in keep:
                 kept[step + 1] = {name: p.copy() for name, p in params.items()}
             if progress is not None and ((step + 1) % every == 0 or step + 1 == config.steps):
                 progress(step + 1, config.steps)
     seconds = time.perf_counter() - start
-    result = TrainResult(config, params, losses, seconds, norms, kept or None)
+    result = TrainResult(config, params, losses, seconds, norms, kept)
     if shared is not None:
         partial = shared.with_suffix(f".{os.getpid()}.part")
         with partial.open("wb") as f:
             pickle.dump(result, f)
         partial.replace(shared)  # atomic: a reader sees the whole run or none
-    return result
+        with (shared.parent / "trained.log").open("a") as log:  # a run trained twice shows
+            log.write(f"{shared.stem} {seconds:.1f}\n")
+    return _asked(result, checkpoints)
+
+
+def _asked(result: TrainResult, checkpoints: Sequence[int]) -> TrainResult:
+    """``result`` with only the checkpoints asked for that the run reached (None: none)."""
+    kept = result.checkpoints
+    asked = {step: kept[step] for step in sorted(set(checkpoints)) if step in kept}
+    return result._replace(checkpoints=asked or None)
 
 
 def _shared_run_path(config: TrainConfig, record_grad_norms: bool) -> Path | None:
